@@ -1,0 +1,246 @@
+"""The `errscope` command line.
+
+Every command turns an `ErrscopeError` into one line on stderr (`error[kind] entry.field:
+message — hint`) and exit status 2; an unexpected failure prints one line with the
+exception's type only (never its message, which may carry payload) and exits 70.  No
+command ever prints a traceback unless ERRSCOPE_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime
+from functools import wraps
+from pathlib import Path
+from typing import Any, Final, ParamSpec, TypeVar
+
+import click
+import orjson
+import pyarrow as pa
+from rich.console import Console
+from rich.table import Table
+
+from collector import __version__
+from collector.catalog import Catalog, load_catalog
+from collector.errors import ErrscopeError, QueryError, QueryErrorKind
+from collector.store import DuckDBStore
+from collector.units import parse_duration
+from queries.runner import default_queries, get_query
+from queries.source import ApiSource, FileSource
+
+__all__ = ["main"]
+
+EXIT_USAGE: Final = 2
+EXIT_INTERNAL: Final = 70
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _stderr(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Map errscope errors to one line and exit 2; anything else to one line and exit 70."""
+
+    @wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except ErrscopeError as exc:
+            _stderr(exc.describe())
+            sys.exit(EXIT_USAGE)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:
+            if os.environ.get("ERRSCOPE_DEBUG") == "1":
+                raise
+            _stderr(f"error[internal] unexpected {type(exc).__name__}; rerun with ERRSCOPE_DEBUG=1")
+            sys.exit(EXIT_INTERNAL)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="errscope")
+def main() -> None:
+    """errscope: tool-call error codes in, secrets and tracebacks out."""
+
+
+# ------------------------------------------------------------------ catalog
+
+
+def _catalog_rows(catalog: Catalog) -> list[dict[str, Any]]:
+    return [
+        {
+            "code": entry.name,
+            "retry_by": str(entry.retry_by),
+            "max_tries": entry.max_tries,
+            "scope": str(entry.scope),
+            "on_cap": str(entry.on_cap),
+            "http": list(entry.http),
+            "grpc": list(entry.grpc),
+            "jsonrpc": list(entry.jsonrpc),
+            "meaning": entry.meaning,
+            "hint": entry.hint,
+            "builtin": entry.builtin,
+        }
+        for entry in catalog.entries.values()
+    ]
+
+
+@main.command()
+@click.option(
+    "--check",
+    "check_files",
+    type=click.Path(dir_okay=False, path_type=Path),
+    multiple=True,
+    help="Validate a user catalog file (with the built-in one) and print the result.",
+)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@handle_errors
+def catalog(check_files: Sequence[Path], fmt: str) -> None:
+    """Print the error catalog; with --check FILE, validate a user extension."""
+    loaded = load_catalog(check_files)
+    rows = _catalog_rows(loaded)
+    if fmt == "json":
+        click.echo(orjson.dumps({"sources": loaded.sources, "codes": rows}).decode())
+        return
+    table = Table(title="errscope error catalog", show_lines=True)
+    for column in ("code", "retry", "on cap", "maps from", "hint"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        maps = "; ".join(
+            part
+            for part in (
+                "HTTP " + ", ".join(map(str, row["http"])) if row["http"] else "",
+                "gRPC " + ", ".join(row["grpc"]) if row["grpc"] else "",
+                "JSON-RPC " + ", ".join(map(str, row["jsonrpc"])) if row["jsonrpc"] else "",
+            )
+            if part
+        )
+        retry = f"{row['retry_by']}, {row['max_tries']} per {row['scope']}"
+        table.add_row(row["code"], retry, row["on_cap"], maps, row["hint"])
+    Console().print(table)
+    if check_files:
+        click.echo(f"ok: {', '.join(loaded.sources)} valid ({len(rows)} codes)")
+
+
+# ------------------------------------------------------------------ query
+
+
+def _parse_params(pairs: Sequence[str]) -> dict[str, object]:
+    params: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise QueryError(
+                QueryErrorKind.BAD_PARAM_VALUE,
+                "parameters are given as NAME=VALUE",
+                field=key or None,
+                hint="for example --param since=24h",
+            )
+        params[key.strip()] = value
+    return params
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError
+
+
+def render_table(table: pa.Table, fmt: str, *, title: str | None = None) -> str | None:
+    """Render an Arrow table as csv or json text; for `table`, print it and return None."""
+    rows = table.to_pylist()
+    if fmt == "json":
+        return orjson.dumps(rows, default=_json_default, option=orjson.OPT_NAIVE_UTC).decode()
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(table.column_names)
+        for row in rows:
+            writer.writerow(
+                [
+                    "" if v is None else v.isoformat() if isinstance(v, datetime) else v
+                    for v in row.values()
+                ]
+            )
+        return buffer.getvalue().rstrip("\n")
+    out = Table(title=title)
+    for name in table.column_names:
+        out.add_column(name, overflow="fold")
+    for row in rows:
+        out.add_row(*("" if v is None else str(v) for v in row.values()))
+    Console().print(out)
+    return None
+
+
+def open_source(db: Path | None, api: str | None, token: str | None) -> Any:
+    """The query source chosen by --db or --api (exactly one)."""
+    if (db is None) == (api is None):
+        raise click.UsageError("give exactly one of --db PATH or --api URL")
+    if db is not None:
+        return FileSource(db)
+    return ApiSource(str(api), token=token)
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), help="A DuckDB store file.")
+@click.option("--api", help="A running sidecar's query API, e.g. http://127.0.0.1:4320.")
+@click.option("--token", envvar="ERRSCOPE_TOKEN", help="Bearer token for --api.")
+@click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@click.option("--list", "list_only", is_flag=True, help="List the named queries and exit.")
+@handle_errors
+def query(
+    *,
+    name: str | None,
+    db: Path | None,
+    api: str | None,
+    token: str | None,
+    params: Sequence[str],
+    fmt: str,
+    list_only: bool,
+) -> None:
+    """Run a named query (see --list); no SQL text is ever accepted."""
+    if list_only or name is None:
+        for query_ in default_queries().values():
+            args = " ".join(
+                f"{p.name}={'REQUIRED' if p.required else p.default}" for p in query_.params
+            )
+            click.echo(f"{query_.name:<28} {query_.returns}" + (f"  [{args}]" if args else ""))
+        return
+    get_query(name)  # an unknown name is refused before any file is opened
+    source = open_source(db, api, token)
+    table = source.run(name, _parse_params(params))
+    text = render_table(table, fmt, title=name)
+    if text is not None:
+        click.echo(text)
+
+
+# ------------------------------------------------------------------ prune
+
+
+@main.command()
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--older-than", "older_than", required=True, help="For example 30d, 12h.")
+@handle_errors
+def prune(db: Path, older_than: str) -> None:
+    """Delete rows older than a duration (retention)."""
+    try:
+        age = parse_duration(older_than)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from None
+    if not db.exists():
+        raise click.BadParameter("no such file", param_hint="--db")
+    with DuckDBStore(db) as store:
+        report = store.prune(age, now=datetime.now(UTC))
+    parts = ", ".join(f"{table} {count}" for table, count in report.deleted.items())
+    click.echo(f"pruned rows older than {report.cutoff.isoformat()}: {parts}")

@@ -1,0 +1,355 @@
+"""The DuckDB store: schema, migrations, bulk appends, de-duplication and retention.
+
+A `DuckDBStore` owns one DuckDB database (a file, or `:memory:` in tests).  DuckDB lets
+one process hold a file for writing and no other process open it at all, so the store
+maps that lock failure to `StoreError(kind=LOCKED)` with a hint to read through the
+sidecar's query API instead.
+
+Promises:
+- the schema is created idempotently and migrated forward one file per version
+  (`collector/migrations/NNNN_*.sql`); a database newer than this code is refused;
+- appends are one Arrow `INSERT` per batch, inside one transaction: a batch is stored
+  whole or not at all, and `append_*` returns only after the commit;
+- (trace_id, span_id) is the primary key of `tool_calls`: a replayed batch inserts
+  nothing the second time, and the count returned is what was newly stored;
+- every record is validated first (`collector.record`); a bad one fails the whole batch
+  with a `RecordError` naming the field, before anything is written.
+
+Thread-safety: one `DuckDBStore` may be shared by threads; writes are serialised by a
+lock, reads use their own cursors.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Final
+
+import duckdb
+import pyarrow as pa
+
+from collector.errors import StoreError, StoreErrorKind
+from collector.record import (
+    Deploy,
+    RedactionCount,
+    ToolCall,
+    TracebackSample,
+    deploys_to_arrow,
+    redactions_to_arrow,
+    tool_calls_to_arrow,
+    tracebacks_to_arrow,
+)
+
+__all__ = ["SCHEMA_VERSION", "DuckDBStore", "Migration", "PruneReport", "migrations", "open_store"]
+
+_MIGRATION_RE: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
+_LOCKED_HINT: Final = (
+    "the file is in use by a running sidecar; read through its query API instead "
+    "(--api http://127.0.0.1:4320), or query a copy of the file"
+)
+
+# Which timestamp column retention looks at, per table.
+_AGE_COLUMNS: Final = {
+    "tool_calls": "ts",
+    "tracebacks": "ts",
+    "redactions": "hour",
+    "deploys": "ts",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema version: its number, file name and SQL."""
+
+    version: int
+    name: str
+    sql: str
+
+
+def migrations() -> tuple[Migration, ...]:
+    """The schema migrations shipped with the package, in version order."""
+    found: list[Migration] = []
+    folder = resources.files("collector").joinpath("migrations")
+    for item in folder.iterdir():
+        match = _MIGRATION_RE.fullmatch(item.name)
+        if match:
+            found.append(Migration(int(match.group(1)), item.name, item.read_text("utf-8")))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        raise StoreError(StoreErrorKind.MIGRATION_FAILED, "migration versions have a gap")
+    return tuple(found)
+
+
+SCHEMA_VERSION: Final = len(migrations())
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """How many rows retention removed from each table."""
+
+    cutoff: datetime
+    deleted: dict[str, int]
+
+
+def _map_open_error(exc: duckdb.Error, path: str) -> StoreError:
+    text = str(exc)
+    if "lock" in text.lower():
+        return StoreError(
+            StoreErrorKind.LOCKED, "database file is locked", entry=path, hint=_LOCKED_HINT
+        )
+    return StoreError(
+        StoreErrorKind.UNREADABLE,
+        f"cannot open database ({type(exc).__name__})",
+        entry=path,
+        hint="check the path and that the file is a DuckDB database",
+    )
+
+
+class DuckDBStore:
+    """errscope's embedded store on one DuckDB database file."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = str(path)
+        self.read_only = read_only
+        if self.path != ":memory:" and not read_only:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if read_only and self.path != ":memory:" and not Path(self.path).exists():
+            raise StoreError(
+                StoreErrorKind.UNREADABLE,
+                "database file does not exist",
+                entry=self.path,
+                hint="pass the path of a store written by `errscope serve`",
+            )
+        try:
+            self._con = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.Error as exc:
+            raise _map_open_error(exc, self.path) from exc
+        self._write_lock = threading.Lock()
+        self._closed = False
+        if read_only:
+            self._check_version_readable()
+        else:
+            self.migrate()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Checkpoint (when writable) and release the file."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if not self.read_only:
+                self._con.execute("CHECKPOINT")
+        finally:
+            self._con.close()
+
+    def __enter__(self) -> DuckDBStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for reads on this database, one per thread."""
+        return self._con.cursor()
+
+    # ------------------------------------------------------------ schema
+
+    def schema_version(self) -> int:
+        """The version recorded in the database; 0 for a new one."""
+        exists = self._con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'errscope_schema'"
+        ).fetchone()
+        if not exists or exists[0] == 0:
+            return 0
+        row = self._con.execute("SELECT max(version) FROM errscope_schema").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def _check_version_readable(self) -> None:
+        current = self.schema_version()
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                StoreErrorKind.SCHEMA_TOO_NEW,
+                f"schema version {current} is newer than this errscope ({SCHEMA_VERSION})",
+                entry=self.path,
+                hint="upgrade errscope",
+            )
+
+    def migrate(self) -> int:
+        """Bring the schema to `SCHEMA_VERSION`, one migration per transaction; return it."""
+        self._check_version_readable()
+        with self._write_lock:
+            self._con.execute(
+                "CREATE TABLE IF NOT EXISTS errscope_schema "
+                "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, "
+                "applied_at TIMESTAMPTZ NOT NULL)"
+            )
+            current = self.schema_version()
+            for migration in migrations():
+                if migration.version <= current:
+                    continue
+                try:
+                    self._con.execute("BEGIN TRANSACTION")
+                    self._con.execute(migration.sql)
+                    self._con.execute(
+                        "INSERT INTO errscope_schema VALUES ($v, $n, now())",
+                        {"v": migration.version, "n": migration.name},
+                    )
+                    self._con.execute("COMMIT")
+                except duckdb.Error as exc:
+                    self._con.execute("ROLLBACK")
+                    raise StoreError(
+                        StoreErrorKind.MIGRATION_FAILED,
+                        f"migration failed ({type(exc).__name__})",
+                        entry=migration.name,
+                    ) from exc
+        return self.schema_version()
+
+    # ------------------------------------------------------------ writes
+
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self.read_only:
+            raise StoreError(
+                StoreErrorKind.WRITE_FAILED, "store is open read-only", entry=self.path
+            )
+        with self._write_lock:
+            try:
+                self._con.execute("BEGIN TRANSACTION")
+                yield self._con
+                self._con.execute("COMMIT")
+            except duckdb.Error as exc:
+                self._safe_rollback()
+                raise StoreError(
+                    StoreErrorKind.WRITE_FAILED,
+                    f"write failed ({type(exc).__name__})",
+                    entry=self.path,
+                ) from exc
+            except BaseException:
+                self._safe_rollback()
+                raise
+
+    def _safe_rollback(self) -> None:
+        # No transaction open (it failed to begin) means nothing to undo.
+        with suppress(duckdb.Error):
+            self._con.execute("ROLLBACK")
+
+    def _insert(self, table: str, batch: pa.Table, *, ignore_duplicates: bool = False) -> int:
+        if batch.num_rows == 0:
+            return 0
+        verb = "INSERT OR IGNORE" if ignore_duplicates else "INSERT"
+        with self._transaction() as con:
+            con.register("_errscope_batch", batch)
+            try:
+                sql = f"{verb} INTO {table} BY NAME SELECT * FROM _errscope_batch"  # noqa: S608 - constants
+                row = con.execute(sql).fetchone()
+            finally:
+                con.unregister("_errscope_batch")
+        return int(row[0]) if row else 0
+
+    def append_tool_calls(self, calls: Iterable[ToolCall] | pa.Table) -> int:
+        """Store a batch of calls in one transaction; return how many were new."""
+        table = calls if isinstance(calls, pa.Table) else tool_calls_to_arrow(calls)
+        return self._insert("tool_calls", table, ignore_duplicates=True)
+
+    def append_tracebacks(self, samples: Iterable[TracebackSample]) -> int:
+        """Store redacted traceback samples; a replayed (trace_id, span_id) is skipped."""
+        table = tracebacks_to_arrow(samples)
+        if table.num_rows == 0:
+            return 0
+        with self._transaction() as con:
+            con.register("_errscope_batch", table)
+            try:
+                row = con.execute(
+                    "INSERT INTO tracebacks BY NAME SELECT DISTINCT ON (b.trace_id, b.span_id) b.* "
+                    "FROM _errscope_batch b WHERE NOT EXISTS (SELECT 1 FROM tracebacks t "
+                    "WHERE t.trace_id = b.trace_id AND t.span_id = b.span_id)"
+                ).fetchone()
+            finally:
+                con.unregister("_errscope_batch")
+        return int(row[0]) if row else 0
+
+    def add_deploys(self, deploys: Iterable[Deploy]) -> int:
+        """Record deploys; the same (service, version, environment, source) is kept once."""
+        table = deploys_to_arrow(deploys)
+        if table.num_rows == 0:
+            return 0
+        with self._transaction() as con:
+            con.register("_errscope_batch", table)
+            try:
+                row = con.execute(
+                    "INSERT INTO deploys BY NAME "
+                    "SELECT service, version, environment, min(ts) AS ts, source "
+                    "FROM _errscope_batch b WHERE NOT EXISTS (SELECT 1 FROM deploys d "
+                    "WHERE d.service = b.service AND d.version = b.version "
+                    "AND d.environment IS NOT DISTINCT FROM b.environment AND d.source = b.source) "
+                    "GROUP BY service, version, environment, source"
+                ).fetchone()
+            finally:
+                con.unregister("_errscope_batch")
+        return int(row[0]) if row else 0
+
+    def add_redactions(self, counts: Iterable[RedactionCount]) -> int:
+        """Add redaction counts (hour, service, tool, rule); queries sum them."""
+        return self._insert("redactions", redactions_to_arrow(counts))
+
+    def known_versions(self) -> set[tuple[str, str, str | None]]:
+        """Every (service, version, environment) that already has a deploy row."""
+        rows = (
+            self.cursor()
+            .execute("SELECT DISTINCT service, version, environment FROM deploys")
+            .fetchall()
+        )
+        return {(r[0], r[1], r[2]) for r in rows}
+
+    # ------------------------------------------------------------ retention
+
+    def prune(self, older_than: timedelta, *, now: datetime | None = None) -> PruneReport:
+        """Delete rows older than `older_than` from every table, in one transaction."""
+        if older_than <= timedelta(0):
+            raise StoreError(
+                StoreErrorKind.WRITE_FAILED,
+                "retention must be positive",
+                field="older_than",
+                hint="for example 30d or 12h",
+            )
+        cutoff = (now or datetime.now(UTC)) - older_than
+        deleted: dict[str, int] = {}
+        with self._transaction() as con:
+            for table, column in _AGE_COLUMNS.items():
+                if table == "deploys":
+                    continue  # deploy markers are tiny and keep old charts labelled
+                row = con.execute(
+                    f"DELETE FROM {table} WHERE {column} < $cutoff",  # noqa: S608 - constants
+                    {"cutoff": cutoff},
+                ).fetchone()
+                deleted[table] = int(row[0]) if row else 0
+        return PruneReport(cutoff=cutoff, deleted=deleted)
+
+    def count(self, table: str) -> int:
+        """Rows in one of the contract tables (for tests, benchmarks and `errscope status`)."""
+        if table not in _AGE_COLUMNS:
+            raise StoreError(StoreErrorKind.UNREADABLE, "not a store table", entry=table)
+        row = self.cursor().execute(f"SELECT count(*) FROM {table}").fetchone()  # noqa: S608
+        return int(row[0]) if row else 0
+
+
+def open_store(url: str, *, read_only: bool = False) -> DuckDBStore:
+    """Open a store by URL: a DuckDB file path (the default) or `duckdb:PATH`."""
+    if url.startswith("duckdb:"):
+        url = url.removeprefix("duckdb:")
+    if ":" in url.split("/", 1)[0] and not Path(url).exists() and url != ":memory:":
+        raise StoreError(
+            StoreErrorKind.BAD_URL,
+            "unknown store scheme",
+            entry=url.split(":", 1)[0],
+            hint="give a DuckDB file path (data/errscope.duckdb)",
+        )
+    return DuckDBStore(url, read_only=read_only)

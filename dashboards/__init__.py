@@ -1,0 +1,1 @@
+"""The Streamlit dashboard: pages, charts, and one data-access module."""

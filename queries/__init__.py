@@ -1,0 +1,1 @@
+"""errscope's read side: named SQL files, the runner that binds their parameters, detection."""

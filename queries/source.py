@@ -1,0 +1,170 @@
+"""Where named queries run: a database file no sidecar holds, or a sidecar's query API.
+
+The CLI, the detection module and the dashboard all read through a `QuerySource`, so the
+same code works offline on a copied file and live against a running sidecar (which holds
+its DuckDB file and serves reads over `GET /v1/query/{name}`).
+
+`FileSource` opens the file read-only for each call and closes it at once, so it never
+keeps a sidecar from starting.  `ApiSource` asks for Arrow IPC and sends the bearer token
+when one is given; connection failures and refusals become `SourceError` with the address
+tried, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Final, Protocol
+
+import pyarrow as pa
+import pyarrow.ipc
+
+from collector.errors import QueryError, QueryErrorKind, StoreError, StoreErrorKind
+from collector.store import DuckDBStore
+from queries.runner import run_query
+
+__all__ = ["ARROW_STREAM", "ApiSource", "FileSource", "QuerySource", "SourceError"]
+
+ARROW_STREAM: Final = "application/vnd.apache.arrow.stream"
+_DEFAULT_TIMEOUT_S: Final = 30.0
+
+
+class SourceError(StoreError):
+    """The query source cannot be reached or refused the request (kind UNREADABLE/LOCKED)."""
+
+
+class QuerySource(Protocol):
+    """Anything that runs a named query with parameters and returns an Arrow table."""
+
+    def run(self, name: str, params: Mapping[str, object] | None = None) -> pa.Table:
+        """Run the named query."""
+        ...
+
+    def describe(self) -> str:
+        """Where this source reads from, for banners and error messages."""
+        ...
+
+
+class FileSource:
+    """Named queries on a DuckDB file that no running process holds."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+
+    def run(self, name: str, params: Mapping[str, object] | None = None) -> pa.Table:
+        """Open the file read-only, run the query, close the file."""
+        with DuckDBStore(self.path, read_only=True) as store:
+            return run_query(store.cursor(), name, params or {})
+
+    def describe(self) -> str:
+        """The file path."""
+        return self.path
+
+
+def _wire(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class ApiSource:
+    """Named queries through a running sidecar's query API."""
+
+    def __init__(
+        self, url: str, *, token: str | None = None, timeout_s: float = _DEFAULT_TIMEOUT_S
+    ) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise SourceError(
+                StoreErrorKind.BAD_URL,
+                "the query API address must be an http(s) URL",
+                entry=url,
+                hint="for example http://127.0.0.1:4320",
+            )
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout_s = timeout_s
+
+    def describe(self) -> str:
+        """The API base URL."""
+        return self.url
+
+    def _request(self, path: str, accept: str) -> tuple[bytes, str]:
+        headers = {"Accept": accept}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.url + path, headers=headers)  # noqa: S310 - http(s) checked above
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+                return response.read(), response.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as exc:
+            raise self._http_error(exc) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise SourceError(
+                StoreErrorKind.UNREADABLE,
+                f"cannot reach the query API ({type(exc).__name__})",
+                entry=self.url,
+                hint="is `errscope serve` running with --api at this address?",
+            ) from None
+
+    def _http_error(self, exc: urllib.error.HTTPError) -> Exception:
+        body: dict[str, object] = {}
+        try:
+            loaded = json.loads(exc.read() or b"{}")
+            body = loaded if isinstance(loaded, dict) else {}
+        except (ValueError, OSError):
+            body = {}
+        if exc.code in (401, 403):
+            return SourceError(
+                StoreErrorKind.UNREADABLE,
+                "the query API refused the token",
+                entry=self.url,
+                hint="pass the sidecar's token with --token or ERRSCOPE_TOKEN",
+            )
+        kind = body.get("error")
+        if (
+            exc.code in (400, 404)
+            and isinstance(kind, str)
+            and kind in QueryErrorKind.__members__.values()
+        ):
+            return QueryError(
+                QueryErrorKind(kind),
+                str(body.get("message", "query refused")),
+                entry=_opt_str(body.get("entry")),
+                field=_opt_str(body.get("field")),
+                hint=_opt_str(body.get("hint")),
+            )
+        return SourceError(
+            StoreErrorKind.UNREADABLE,
+            f"the query API answered HTTP {exc.code}",
+            entry=self.url,
+        )
+
+    def run(self, name: str, params: Mapping[str, object] | None = None) -> pa.Table:
+        """GET /v1/query/{name}?params as Arrow IPC."""
+        query = urllib.parse.urlencode({k: _wire(v) for k, v in (params or {}).items()})
+        path = f"/v1/query/{urllib.parse.quote(name, safe='')}" + (f"?{query}" if query else "")
+        body, _ = self._request(path, ARROW_STREAM)
+        try:
+            return pyarrow.ipc.open_stream(body).read_all()
+        except pa.ArrowInvalid as exc:
+            raise SourceError(
+                StoreErrorKind.UNREADABLE, "the query API sent an unreadable answer", entry=self.url
+            ) from exc
+
+    def health(self) -> dict[str, object]:
+        """GET /healthz as a dict."""
+        body, _ = self._request("/healthz", "application/json")
+        loaded = json.loads(body or b"{}")
+        return loaded if isinstance(loaded, dict) else {}
+
+
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
