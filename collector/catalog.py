@@ -398,6 +398,17 @@ class _Builder:
             if key not in _MAPPING_KEYS and key != "replace":
                 raise _fail(CatalogErrorKind.UNKNOWN_KEY, "unknown key", entry, key)
         added = {key: _mapping_list(raw, key, entry) for key in _MAPPING_KEYS if key in raw}
+        if not replace_flag:
+            for key, values in added.items():
+                for other in self.entries.values():
+                    clash = next((v for v in values if v in getattr(other, key)), None)
+                    if clash is not None and other.name != code:
+                        raise _fail(
+                            CatalogErrorKind.CONFLICTING_MAPPING,
+                            f"{key} value {clash!r} is already mapped by {other.name}",
+                            entry,
+                            key,
+                        )
         if replace_flag:
             # Move the named values: take them off whichever code held them before.
             for other_name, other in list(self.entries.items()):

@@ -244,3 +244,7 @@ def prune(db: Path, older_than: str) -> None:
         report = store.prune(age, now=datetime.now(UTC))
     parts = ", ".join(f"{table} {count}" for table, count in report.deleted.items())
     click.echo(f"pruned rows older than {report.cutoff.isoformat()}: {parts}")
+
+
+if __name__ == "__main__":
+    main()

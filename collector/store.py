@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from collector.errors import StoreError, StoreErrorKind
 from collector.record import (
+    TOOL_CALLS_SCHEMA,
     Deploy,
     RedactionCount,
     ToolCall,
@@ -44,6 +45,7 @@ from collector.record import (
     redactions_to_arrow,
     tool_calls_to_arrow,
     tracebacks_to_arrow,
+    validate_tool_calls,
 )
 
 __all__ = ["SCHEMA_VERSION", "DuckDBStore", "Migration", "PruneReport", "migrations", "open_store"]
@@ -241,23 +243,39 @@ class DuckDBStore:
         with suppress(duckdb.Error):
             self._con.execute("ROLLBACK")
 
-    def _insert(self, table: str, batch: pa.Table, *, ignore_duplicates: bool = False) -> int:
+    def _insert(self, table: str, batch: pa.Table, *, verb: str = "INSERT") -> int:
         if batch.num_rows == 0:
             return 0
-        verb = "INSERT OR IGNORE" if ignore_duplicates else "INSERT"
         with self._transaction() as con:
             con.register("_errscope_batch", batch)
             try:
-                sql = f"{verb} INTO {table} BY NAME SELECT * FROM _errscope_batch"  # noqa: S608 - constants
+                # An explicit column list, not BY NAME: name matching costs a third of a
+                # 1,000-row insert.
+                columns = ", ".join(batch.column_names)
+                sql = f"{verb} INTO {table} ({columns}) SELECT {columns} FROM _errscope_batch"  # noqa: S608 - names come from our own Arrow schemas
                 row = con.execute(sql).fetchone()
             finally:
                 con.unregister("_errscope_batch")
         return int(row[0]) if row else 0
 
     def append_tool_calls(self, calls: Iterable[ToolCall] | pa.Table) -> int:
-        """Store a batch of calls in one transaction; return how many were new."""
-        table = calls if isinstance(calls, pa.Table) else tool_calls_to_arrow(calls)
-        return self._insert("tool_calls", table, ignore_duplicates=True)
+        """Store a batch of calls in one transaction; return how many were new.
+
+        The common case, a batch with no replayed span, takes a plain INSERT; only when
+        the primary key refuses it is the batch inserted again with OR IGNORE, which
+        costs about twice as much and so is kept for the replays that need it.
+        """
+        if isinstance(calls, pa.Table):
+            table = calls.select(TOOL_CALLS_SCHEMA.names).cast(TOOL_CALLS_SCHEMA)
+            validate_tool_calls(table)
+        else:
+            table = tool_calls_to_arrow(calls)
+        try:
+            return self._insert("tool_calls", table)
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, duckdb.ConstraintException):
+                raise
+        return self._insert("tool_calls", table, verb="INSERT OR IGNORE")
 
     def append_tracebacks(self, samples: Iterable[TracebackSample]) -> int:
         """Store redacted traceback samples; a replayed (trace_id, span_id) is skipped."""

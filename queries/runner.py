@@ -290,7 +290,7 @@ def run_query(
     query = get_query(name, queries)
     bound = bind_params(query, params or {})
     try:
-        return con.execute(query.sql, bound).fetch_arrow_table()
+        return con.execute(query.sql, bound).to_arrow_table()
     except duckdb.Error as exc:
         raise QueryError(
             QueryErrorKind.FAILED, f"query failed ({type(exc).__name__})", entry=name

@@ -1,0 +1,49 @@
+# errscope — the README's two commands are `make run` and `make test`.
+# Both set up everything on a fresh machine: the virtualenv, the package, and (for tests)
+# the local services the integration tests talk to.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+SRC := collector queries dashboards tests bench examples
+
+.PHONY: setup run test lint fmt bench services clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -c 'import sys; assert sys.version_info >= (3, 11), "errscope needs Python >= 3.11"'
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+## run: the main job on the embedded default store (see README)
+run: setup
+	$(VENV)/bin/errscope catalog
+	$(VENV)/bin/errscope query --list
+
+## services: start what the integration tests need (PostgreSQL, Chromium); idempotent
+services:
+	@bash scripts/ensure-services.sh
+
+lint: setup
+	$(VENV)/bin/ruff check $(SRC)
+	$(VENV)/bin/ruff format --check $(SRC)
+	$(VENV)/bin/mypy
+
+fmt: setup
+	$(VENV)/bin/ruff format $(SRC)
+	$(VENV)/bin/ruff check --fix $(SRC)
+
+test: setup services lint
+	$(PY) -m pytest -q
+
+bench: setup services
+	@mkdir -p bench/out
+	$(PY) bench/store_append.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info bench/out

@@ -1,0 +1,222 @@
+"""`errscope check` (the deploy gate) and `errscope findings` (what detection sees now).
+
+Both read through a query source (`--db PATH` or `--api URL`) and take `--as-of TIME` to
+evaluate as if that were now: every query is bounded by it.  `check` exits 0 healthy,
+1 regression, 3 insufficient data, 2 on a usage error (bad flag, unreachable source);
+with `--json` it prints one object documented in docs/detection.md.
+
+collector.cli registers these commands; the helpers it owns (`handle_errors`,
+`open_source`, `render_table`) are imported when a command runs, so collector.cli can
+import this module at its top level without a cycle.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from functools import wraps
+from pathlib import Path
+from typing import Any, Final, ParamSpec, TypeVar
+
+import click
+import pyarrow as pa
+
+from collector.units import parse_duration, parse_time
+from queries.detect import DEFAULT_CONFIG, DeployReport, detect_all, detect_deploy, with_codes
+from queries.findings import Finding, Verdict, check_json, finding_dict, findings_json
+
+__all__ = ["check", "findings"]
+
+_DEFAULT_CODES: Final = ",".join(DEFAULT_CONFIG.codes)
+_TABLE_COLUMNS: Final = (
+    "kind",
+    "service",
+    "version",
+    "tool",
+    "code",
+    "field",
+    "ratio",
+    "p_adjusted",
+    "label",
+    "summary",
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _guarded(func: Callable[P, R]) -> Callable[P, R]:
+    """collector.cli's `handle_errors`, looked up when the command runs."""
+
+    @wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        from collector.cli import handle_errors  # noqa: PLC0415 - collector.cli imports us
+
+        return handle_errors(func)(*args, **kwargs)
+
+    return wrapper
+
+
+def _source(db: Path | None, api: str | None, token: str | None) -> Any:
+    from collector.cli import open_source  # noqa: PLC0415 - collector.cli imports us
+
+    return open_source(db, api, token)
+
+
+def _duration(text: str, flag: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=flag) from None
+
+
+def _as_of(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_time(text).astimezone(UTC)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--as-of") from None
+
+
+def _codes(text: str) -> tuple[str, ...]:
+    codes = tuple(c.strip() for c in text.split(",") if c.strip())
+    if not codes or any(not c.replace("_", "").isalnum() or c == "ok" for c in codes):
+        raise click.BadParameter("a comma-separated list of error codes", param_hint="--codes")
+    return codes
+
+
+def _source_options(func: Callable[P, R]) -> Callable[P, R]:
+    for option in reversed(
+        [
+            click.option(
+                "--db", type=click.Path(dir_okay=False, path_type=Path), help="A store file."
+            ),
+            click.option(
+                "--api", help="A running sidecar's query API, e.g. http://127.0.0.1:4320."
+            ),
+            click.option("--token", envvar="ERRSCOPE_TOKEN", help="Bearer token for --api."),
+            click.option("--as-of", "as_of", help="Evaluate as if this were now (ISO 8601)."),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def _print_findings(items: Sequence[Finding], title: str) -> None:
+    from collector.cli import render_table  # noqa: PLC0415 - collector.cli imports us
+
+    rows = []
+    for f in items:
+        d = finding_dict(f)
+        d["label"] = ",".join(f.label)
+        rows.append({k: d[k] for k in _TABLE_COLUMNS})
+    if rows:
+        render_table(pa.Table.from_pylist(rows), "table", title=title)
+
+
+@click.command()
+@click.option("--service", required=True, help="The deployed service.")
+@click.option("--version", "version", required=True, help="The version rolled out.")
+@click.option("--environment", help="Only this environment.")
+@click.option("--wait", default="0s", show_default=True, help="Wait up to this long (15m).")
+@click.option("--interval", default="30s", show_default=True, help="How often to re-check.")
+@click.option("--codes", default=_DEFAULT_CODES, show_default=True, help="Codes to gate on.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (docs/detection.md).")
+@_source_options
+@_guarded
+def check(
+    *,
+    service: str,
+    version: str,
+    environment: str | None,
+    wait: str,
+    interval: str,
+    codes: str,
+    as_json: bool,
+    db: Path | None,
+    api: str | None,
+    token: str | None,
+    as_of: str | None,
+) -> None:
+    """Gate a rollout: exit 0 healthy, 1 regression, 3 insufficient data, 2 usage error.
+
+    Waits until a verdict is reached (healthy or regression) or --wait ends.  With
+    --as-of the wait is replayed from that time on, without sleeping.
+    """
+    wait_td = _duration(wait, "--wait")
+    step = _duration(interval, "--interval")
+    if step <= timedelta(0):
+        raise click.BadParameter("must be positive", param_hint="--interval")
+    config = with_codes(DEFAULT_CONFIG, _codes(codes))
+    start = _as_of(as_of)
+    source = _source(db, api, token)
+    replay = start is not None
+    now = start or datetime.now(UTC)
+    deadline = now + wait_td
+    while True:
+        report: DeployReport = detect_deploy(
+            source, service, version, environment, as_of=now, config=config
+        )
+        if report.verdict is not Verdict.INSUFFICIENT_DATA or now + step > deadline:
+            break
+        if replay:
+            now += step
+        else:
+            time.sleep(step.total_seconds())
+            now = datetime.now(UTC)
+    if as_json:
+        click.echo(
+            check_json(
+                report.verdict,
+                report.findings,
+                service=service,
+                version=version,
+                environment=environment,
+                as_of=now,
+                reason=report.reason,
+                notes=report.notes,
+            )
+        )
+    else:
+        click.echo(f"{report.verdict.upper()}: {service} {version} — {report.reason}")
+        _print_findings(report.findings, "findings")
+        _print_findings(report.notes, "notes (not counted against the deploy)")
+        for f in report.findings:
+            if f.correlation_ids:
+                click.echo(f"  {f.tool or 'all tools'}/{f.code}: " + " ".join(f.correlation_ids))
+    sys.exit(report.verdict.exit_code)
+
+
+@click.command()
+@click.option("--service", help="Only this service.")
+@click.option("--environment", help="Only this environment.")
+@click.option("--codes", default=_DEFAULT_CODES, show_default=True, help="Codes tested on deploys.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (docs/detection.md).")
+@_source_options
+@_guarded
+def findings(
+    *,
+    service: str | None,
+    environment: str | None,
+    codes: str,
+    as_json: bool,
+    db: Path | None,
+    api: str | None,
+    token: str | None,
+    as_of: str | None,
+) -> None:
+    """List current findings: deploy regressions, new signatures, spikes, loop misuse."""
+    config = with_codes(DEFAULT_CONFIG, _codes(codes))
+    source = _source(db, api, token)
+    found = detect_all(
+        source, as_of=_as_of(as_of), service=service, environment=environment, config=config
+    )
+    if as_json:
+        click.echo(findings_json(found))
+    elif found:
+        _print_findings(found, "findings")
+    else:
+        click.echo("no findings")

@@ -1,0 +1,36 @@
+"""Record factories shared by the tests: valid by default, any column overridable."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from collector.record import ToolCall
+
+T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+_counter = itertools.count(1)
+
+
+def make_call(**overrides: Any) -> ToolCall:
+    """A valid ToolCall with unique ids; keyword arguments override any column."""
+    n = next(_counter)
+    values: dict[str, Any] = {
+        "ts": T0 + timedelta(seconds=n),
+        "received_at": T0 + timedelta(seconds=n, milliseconds=5),
+        "service": "billing-agent",
+        "version": "1.4.0",
+        "environment": "prod",
+        "tool": "get_job",
+        "code": "ok",
+        "trace_id": f"{n:032x}",
+        "span_id": f"{n:016x}",
+        "call_id": f"call_{n}",
+        "session_id": "sess-1",
+        "correlation_id": f"corr-{n}",
+        "duration_ms": 12.5,
+        "convention": "genai",
+        "source": "status",
+    }
+    values.update(overrides)
+    return ToolCall(**values)

@@ -1,0 +1,225 @@
+"""The `errscope` command line, run as a real process: output, exit codes, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from collector.store import DuckDBStore
+from tests.factories import T0, make_call
+
+ERRSCOPE = [sys.executable, "-m", "collector.cli"]
+
+
+def run(args: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Run errscope with `args`; never raises on a non-zero exit."""
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(
+        [*ERRSCOPE, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+        **kwargs,
+    )  # type: ignore[call-overload]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """A store file with a few calls, closed so the CLI can open it."""
+    path = tmp_path / "errscope.duckdb"
+    with DuckDBStore(path) as store:
+        store.append_tool_calls(
+            [
+                make_call(code="ok"),
+                make_call(code="invalid_args", field="job_id"),
+                make_call(code="not_found"),
+                make_call(ts=T0 - timedelta(days=45)),
+            ]
+        )
+    return path
+
+
+def test_catalog_prints_every_code() -> None:
+    """`errscope catalog` prints each code with its retry policy."""
+    result = run(["catalog"])
+    assert result.returncode == 0, result.stderr
+    for code in (
+        "invalid_args",
+        "not_found",
+        "denied",
+        "rate_limited",
+        "timeout",
+        "internal_error",
+    ):
+        assert code in result.stdout
+
+
+def test_catalog_json() -> None:
+    """`errscope catalog --format json` is machine-readable."""
+    result = run(["catalog", "--format", "json"])
+    codes = {entry["code"]: entry for entry in json.loads(result.stdout)["codes"]}
+    assert codes["denied"]["max_tries"] == 1
+    assert codes["invalid_args"]["scope"] == "field"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            "[codes.quota]\nmeaning='x'\nretry_by='nobody'\nmax_tries=1\nscope='call'\non_cap='stop'\nhint='h'\ncolor='#000000'\nbogus=1\n",
+            "error[unknown_key] codes.quota.bogus",
+            id="unknown-key",
+        ),
+        pytest.param(
+            "[codes.not_found]\nmeaning='x'\n",
+            "error[redefined_builtin] codes.not_found",
+            id="redefined",
+        ),
+        pytest.param(
+            "[mappings.denied]\nhttp=[404]\n",
+            "error[conflicting_mapping] mappings.denied.http",
+            id="two-codes-one-status",
+        ),
+    ],
+)
+def test_catalog_check_bad_file(tmp_path: Path, text: str, expected: str) -> None:
+    """A bad user catalog exits 2 with one line naming the entry and field, no traceback."""
+    path = tmp_path / "user.toml"
+    path.write_text(text)
+    result = run(["catalog", "--check", str(path)])
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(expected)
+    assert "Traceback" not in result.stderr
+
+
+def test_catalog_check_good_file(tmp_path: Path) -> None:
+    """A valid user catalog is reported valid."""
+    path = tmp_path / "user.toml"
+    path.write_text("[mappings.not_found]\nexceptions = ['orders.MissingOrder']\n")
+    result = run(["catalog", "--check", str(path)])
+    assert result.returncode == 0, result.stderr
+    assert "valid" in result.stdout
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_query_formats(db: Path, fmt: str) -> None:
+    """`errscope query` prints a named query's rows as a table, CSV or JSON."""
+    result = run(
+        [
+            "query",
+            "error_rates",
+            "--db",
+            str(db),
+            "-p",
+            "since=2026-11-30T08:00:00Z",
+            "-p",
+            "until=2026-11-30T10:00:00Z",
+            "--format",
+            fmt,
+        ]
+    )
+    assert result.returncode == 0, result.stderr
+    assert "invalid_args" in result.stdout
+    if fmt == "json":
+        rows = json.loads(result.stdout)
+        assert sum(r["calls"] for r in rows) == 3
+    if fmt == "csv":
+        assert result.stdout.splitlines()[0] == "bucket,service,tool,code,calls"
+
+
+def test_query_unknown_name_lists_names(db: Path) -> None:
+    """An unknown query name exits 2 and lists the names there are."""
+    result = run(["query", "nope", "--db", str(db)])
+    assert result.returncode == 2
+    assert "error[unknown_query] nope" in result.stderr
+    assert "calls_by_correlation" in result.stderr
+    assert "error_rates" in result.stderr
+
+
+def test_query_missing_param_is_named(db: Path) -> None:
+    """A missing required parameter is named in one line."""
+    result = run(["query", "calls_by_correlation", "--db", str(db)])
+    assert result.returncode == 2
+    assert result.stderr.startswith("error[missing_param] calls_by_correlation.id")
+
+
+def test_query_bad_param_value(db: Path) -> None:
+    """A parameter of the wrong type is refused with a hint of the right one."""
+    result = run(["query", "error_rates", "--db", str(db), "-p", "bucket_s=often"])
+    assert result.returncode == 2
+    assert "error[bad_param_value] error_rates.bucket_s" in result.stderr
+
+
+def test_query_list() -> None:
+    """`errscope query --list` names every query with its parameters."""
+    result = run(["query", "--list"])
+    assert "calls_by_correlation" in result.stdout
+    assert "id=REQUIRED" in result.stdout
+
+
+def test_query_on_file_held_by_sidecar(db: Path) -> None:
+    """A database held by another process gives one line saying to read through the query API."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+            import sys, duckdb
+            con = duckdb.connect({str(db)!r})
+            print("held", flush=True)
+            sys.stdin.read()
+        """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        result = run(["query", "error_rates", "--db", str(db)])
+    finally:
+        holder.communicate("")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error[locked]")
+    assert "in use by a running sidecar" in lines[0]
+    assert "--api" in lines[0]
+
+
+def test_query_missing_file(tmp_path: Path) -> None:
+    """A database path that does not exist is one clear line, and no file is created."""
+    missing = tmp_path / "nope.duckdb"
+    result = run(["query", "error_rates", "--db", str(missing)])
+    assert result.returncode == 2
+    assert "error[unreadable]" in result.stderr
+    assert not missing.exists()
+
+
+def test_prune(db: Path) -> None:
+    """`errscope prune --older-than 30d` deletes old rows and says how many."""
+    result = run(["prune", "--db", str(db), "--older-than", "30d"])
+    assert result.returncode == 0, result.stderr
+    assert "tool_calls 1" in result.stdout
+    with DuckDBStore(db, read_only=True) as store:
+        assert store.count("tool_calls") == 3
+
+
+def test_prune_bad_duration(db: Path) -> None:
+    """A bad duration is a usage error, not a traceback."""
+    result = run(["prune", "--db", str(db), "--older-than", "a while"])
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,241 @@
+"""The DuckDB store: bulk append, replay, validation, prune, migration and the file lock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from collector.errors import RecordError, RecordErrorKind, StoreError, StoreErrorKind
+from collector.record import Deploy, RedactionCount, TracebackSample
+from collector.store import SCHEMA_VERSION, DuckDBStore, migrations
+from tests.factories import T0, make_call
+
+
+def test_append_stores_every_column(memory_store: DuckDBStore) -> None:
+    """A batch appended is read back column for column."""
+    calls = [
+        make_call(code="invalid_args", field="job_id", attempt=2, http_status=400) for _ in range(3)
+    ]
+    assert memory_store.append_tool_calls(calls) == 3
+    rows = (
+        memory_store.cursor()
+        .execute("SELECT trace_id, code, field, attempt, http_status FROM tool_calls ORDER BY ts")
+        .fetchall()
+    )
+    assert rows == [(c.trace_id, "invalid_args", "job_id", 2, 400) for c in calls]
+
+
+def test_replayed_batch_is_not_counted_twice(file_store: DuckDBStore) -> None:
+    """Sending the same batch again stores nothing new, and duplicates inside a batch collapse."""
+    batch = [make_call() for _ in range(100)]
+    assert file_store.append_tool_calls(batch) == 100
+    assert file_store.append_tool_calls(batch) == 0
+    assert file_store.append_tool_calls([*batch[:5], make_call(), batch[0]]) == 1
+    assert file_store.count("tool_calls") == 101
+
+
+def test_bad_record_fails_the_whole_batch(memory_store: DuckDBStore) -> None:
+    """One invalid record refuses the batch before anything is written."""
+    batch = [make_call(), make_call(tool="x" * 200)]
+    with pytest.raises(RecordError) as caught:
+        memory_store.append_tool_calls(batch)
+    assert caught.value.kind is RecordErrorKind.TOO_LONG
+    assert caught.value.field == "tool"
+    assert memory_store.count("tool_calls") == 0
+
+
+@pytest.mark.parametrize(
+    ("override", "kind", "field"),
+    [
+        pytest.param(
+            {"tool": "get job; drop"}, RecordErrorKind.BAD_IDENTIFIER, "tool", id="tool-with-spaces"
+        ),
+        pytest.param({"tool": "t" * 129}, RecordErrorKind.TOO_LONG, "tool", id="tool-too-long"),
+        pytest.param(
+            {"field": "job_id=17"},
+            RecordErrorKind.BAD_IDENTIFIER,
+            "field",
+            id="field-carries-value",
+        ),
+        pytest.param({"field": "a" * 129}, RecordErrorKind.TOO_LONG, "field", id="field-too-long"),
+        pytest.param(
+            {"trace_id": "XYZ"}, RecordErrorKind.BAD_ID, "trace_id", id="trace-id-not-hex"
+        ),
+        pytest.param({"span_id": "0" * 15}, RecordErrorKind.BAD_ID, "span_id", id="span-id-short"),
+        pytest.param(
+            {"code": "Not Found"}, RecordErrorKind.BAD_IDENTIFIER, "code", id="code-not-identifier"
+        ),
+        pytest.param(
+            {"raw_code": "E42"}, RecordErrorKind.BAD_CODE, "raw_code", id="raw-code-without-unknown"
+        ),
+        pytest.param(
+            {"code": "unknown", "raw_code": "has space"},
+            RecordErrorKind.BAD_IDENTIFIER,
+            "raw_code",
+            id="raw-code-not-identifier",
+        ),
+        pytest.param(
+            {"call_id": "call 1"}, RecordErrorKind.BAD_ID, "call_id", id="call-id-with-space"
+        ),
+        pytest.param(
+            {"service": "a\nb"}, RecordErrorKind.BAD_VALUE, "service", id="service-control-char"
+        ),
+        pytest.param(
+            {"duration_ms": -1.0}, RecordErrorKind.BAD_VALUE, "duration_ms", id="negative-duration"
+        ),
+    ],
+)
+def test_record_validation(override: dict[str, object], kind: RecordErrorKind, field: str) -> None:
+    """Over-long or non-identifier values are refused with the field named, never truncated."""
+    with pytest.raises(RecordError) as caught:
+        make_call(**override).validate()
+    assert (caught.value.kind, caught.value.field) == (kind, field)
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        pytest.param({"tool": "github/create_issue"}, id="tool-with-slash"),
+        pytest.param({"tool": "fs:read-file"}, id="tool-with-colon-dash"),
+        pytest.param({"field": "items[0].id"}, id="field-path"),
+        pytest.param({"code": "unknown", "raw_code": "E_QUOTA.v2"}, id="safe-raw-code"),
+        pytest.param({"version": None, "environment": None}, id="no-version"),
+    ],
+)
+def test_record_validation_accepts(override: dict[str, object]) -> None:
+    """Realistic names pass validation."""
+    make_call(**override).validate()
+
+
+def test_other_tables(memory_store: DuckDBStore) -> None:
+    """Deploys are kept once per (service, version, environment, source); the rest append."""
+    deploy = Deploy(
+        service="billing-agent", version="1.5.0", environment="prod", ts=T0, source="auto"
+    )
+    assert memory_store.add_deploys([deploy, replace(deploy, ts=T0 + timedelta(minutes=1))]) == 1
+    assert memory_store.add_deploys([deploy]) == 0
+    assert memory_store.add_deploys([replace(deploy, source="cli")]) == 1
+    assert memory_store.known_versions() == {("billing-agent", "1.5.0", "prod")}
+    sample = TracebackSample(
+        ts=T0,
+        service="s",
+        tool="get_job",
+        trace_id="a" * 32,
+        span_id="b" * 16,
+        exception_type="KeyError",
+        fingerprint="f00d",
+        text="KeyError\n  at handler (tools.py:3)",
+    )
+    assert memory_store.append_tracebacks([sample, sample]) == 1
+    assert memory_store.append_tracebacks([sample]) == 0
+    counts = [RedactionCount(hour=T0, service="s", tool="get_job", rule="github-pat", count=3)]
+    assert memory_store.add_redactions(counts) == 1
+    assert memory_store.count("redactions") == 1
+
+
+def test_prune_by_age(memory_store: DuckDBStore) -> None:
+    """Prune deletes rows older than the cut-off and keeps the rest and all deploys."""
+    old = [make_call(ts=T0 - timedelta(days=40)) for _ in range(5)]
+    new = [make_call(ts=T0 - timedelta(days=1)) for _ in range(3)]
+    memory_store.append_tool_calls(old + new)
+    memory_store.add_deploys([Deploy(service="s", version="1", ts=T0 - timedelta(days=90))])
+    report = memory_store.prune(timedelta(days=30), now=T0)
+    assert report.deleted["tool_calls"] == 5
+    assert memory_store.count("tool_calls") == 3
+    assert memory_store.count("deploys") == 1
+    with pytest.raises(StoreError):
+        memory_store.prune(timedelta(0))
+
+
+def test_migration_from_previous_version(tmp_path: Path) -> None:
+    """A database at schema version 1 is migrated forward with its rows kept."""
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(migrations()[0].sql)
+    con.execute(
+        "CREATE TABLE errscope_schema (version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, "
+        "applied_at TIMESTAMPTZ NOT NULL)"
+    )
+    con.execute("INSERT INTO errscope_schema VALUES (1, '0001_initial.sql', now())")
+    con.execute(
+        "INSERT INTO tool_calls (ts, service, tool, code, trace_id, span_id) "
+        "VALUES (TIMESTAMPTZ '2026-11-01 10:00:00+00', 's', 'get_job', 'ok', $t, $s)",
+        {"t": "c" * 32, "s": "d" * 16},
+    )
+    con.close()
+    with DuckDBStore(path) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 2
+        row = store.cursor().execute("SELECT received_at, ts FROM tool_calls").fetchone()
+        assert row is not None
+        assert row[0] == row[1]
+        assert store.append_tool_calls([make_call()]) == 1
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    """A database written by a newer errscope is refused rather than misread."""
+    path = tmp_path / "new.duckdb"
+    with DuckDBStore(path) as store:
+        store.cursor().execute("INSERT INTO errscope_schema VALUES (99, 'future.sql', now())")
+    with pytest.raises(StoreError) as caught:
+        DuckDBStore(path)
+    assert caught.value.kind is StoreErrorKind.SCHEMA_TOO_NEW
+
+
+def test_reopen_is_idempotent(tmp_path: Path) -> None:
+    """Opening a store twice in a row migrates nothing and keeps the data."""
+    path = tmp_path / "s.duckdb"
+    with DuckDBStore(path) as store:
+        store.append_tool_calls([make_call()])
+    with DuckDBStore(path) as store:
+        assert store.count("tool_calls") == 1
+    with DuckDBStore(path, read_only=True) as store:
+        assert store.count("tool_calls") == 1
+
+
+def test_file_held_by_another_process_is_locked(tmp_path: Path) -> None:
+    """A file held by another process gives a LOCKED error that says how to read instead."""
+    path = tmp_path / "held.duckdb"
+    DuckDBStore(path).close()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+            import sys, duckdb
+            con = duckdb.connect({str(path)!r})
+            print("held", flush=True)
+            sys.stdin.read()
+        """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        for read_only in (False, True):
+            with pytest.raises(StoreError) as caught:
+                DuckDBStore(path, read_only=read_only)
+            assert caught.value.kind is StoreErrorKind.LOCKED
+            assert caught.value.hint is not None
+            assert "query API" in caught.value.hint
+    finally:
+        holder.communicate("")
+
+
+def test_received_at_is_kept_apart_from_ts(memory_store: DuckDBStore) -> None:
+    """A call whose client clock is an hour off keeps both times, so skew is visible."""
+    skewed = make_call(ts=T0 - timedelta(hours=1), received_at=T0)
+    memory_store.append_tool_calls([skewed])
+    row = memory_store.cursor().execute("SELECT ts, received_at FROM tool_calls").fetchone()
+    assert row is not None
+    assert row[1] - row[0] == timedelta(hours=1)
+    assert row[1].astimezone(UTC) == datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
