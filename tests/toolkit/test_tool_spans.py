@@ -1,0 +1,157 @@
+"""The execute_tool span: GenAI attributes, errscope's code, and never a value."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from opentelemetry.trace import SpanKind, StatusCode
+
+from collector.toolkit import AsyncTool, NotFound, PositiveInt, RetryBudget, tool
+
+SECRET = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+
+
+@pytest.mark.parametrize(
+    ("raw", "call_id", "expected"),
+    [
+        pytest.param(
+            {"job_id": "17"},
+            "call_ok_1",
+            {"errscope.code": "ok", "gen_ai.tool.call.id": "call_ok_1"},
+            id="ok",
+        ),
+        pytest.param(
+            {"job_id": "abc"},
+            "call_2",
+            {
+                "errscope.code": "invalid_args",
+                "error.type": "invalid_args",
+                "errscope.field": "job_id",
+                "gen_ai.tool.call.id": "call_2",
+            },
+            id="invalid-args",
+        ),
+        pytest.param(
+            {"job_id": 99},
+            None,
+            {"errscope.code": "not_found", "error.type": "not_found"},
+            id="not-found-without-call-id",
+        ),
+        pytest.param(
+            {"job_id": 17},
+            "call with spaces",  # not id-shaped: left off rather than stored
+            {"errscope.code": "ok"},
+            id="unsafe-call-id",
+        ),
+    ],
+)
+def test_span_attributes(
+    classroom: Any, traced: Any, raw: object, call_id: str | None, expected: dict[str, str]
+) -> None:
+    """One INTERNAL execute_tool span per call, with exactly the expected attributes."""
+    classroom.get_job(raw, call_id=call_id)
+    span = traced.only_span()
+    assert span.name == "execute_tool get_job"
+    assert span.kind is SpanKind.INTERNAL
+    assert span.instrumentation_scope.name == "errscope.toolkit"
+    base = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "get_job",
+        "gen_ai.tool.type": "function",
+    }
+    assert dict(span.attributes) == base | expected
+    failed = "error.type" in expected
+    assert span.status.status_code is (StatusCode.ERROR if failed else StatusCode.UNSET)
+    assert span.status.description is None
+    assert list(span.events) == []
+
+
+def test_internal_error_span_has_correlation_id_and_exception_event(traced: Any) -> None:
+    """internal_error records the correlation id the model got and an exception event."""
+
+    @tool("boom", tracer_provider=traced.provider)
+    def boom() -> None:
+        raise RuntimeError("kaput")
+
+    observation = boom({})
+    span = traced.only_span()
+    assert span.attributes["errscope.correlation_id"] == observation["correlation_id"]
+    assert span.attributes["error.type"] == "internal_error"
+    assert span.events[0].attributes["exception.type"] == "RuntimeError"
+
+
+def test_no_argument_value_or_hint_on_the_span(classroom: Any, traced: Any) -> None:
+    """Neither what the model sent nor the hint is recorded anywhere on the span."""
+    classroom.get_job({"job_id": SECRET})
+    span = traced.only_span()
+    recorded = repr(dict(span.attributes)) + repr(span.events) + repr(span.status)
+    assert "4eC39HqLyjWD" not in recorded
+    assert "positive integer" not in recorded
+
+
+def test_handler_spans_are_children(traced: Any) -> None:
+    """Spans the handler opens (an HTTP call, a query) nest under the execute_tool span."""
+    tracer = traced.provider.get_tracer("handler")
+
+    @tool("nested", tracer_provider=traced.provider)
+    def nested() -> str:
+        with tracer.start_as_current_span("GET /jobs"):
+            return "done"
+
+    nested({})
+    child, parent = traced.spans()
+    assert child.parent is not None
+    assert child.parent.span_id == parent.context.span_id
+
+
+@pytest.mark.parametrize(
+    ("calls", "decisions"),
+    [
+        pytest.param([{"job_id": 17}], ["continue"], id="ok"),
+        pytest.param([{"job_id": "x"}, {"job_id": "y"}], ["continue", "handoff"], id="cap-trip"),
+        pytest.param([{"job_id": 99}, {"job_id": 98}], ["continue", "handoff"], id="invented"),
+    ],
+)
+def test_budget_decision_on_the_span(
+    classroom: Any, traced: Any, calls: list[dict[str, object]], decisions: list[str]
+) -> None:
+    """With a budget, each span records the decision and the budget returns the same one."""
+    budget = RetryBudget()
+    for raw in calls:
+        classroom.get_job(raw, budget=budget)
+    recorded = [s.attributes["errscope.retry.decision"] for s in traced.spans()]
+    assert recorded == decisions
+    assert budget.last_decision == decisions[-1]
+
+
+def test_without_budget_no_decision_is_recorded(classroom: Any, traced: Any) -> None:
+    """A call without a budget leaves errscope.retry.decision off the span."""
+    classroom.get_job({"job_id": 17})
+    assert "errscope.retry.decision" not in traced.only_span().attributes
+
+
+def test_async_tool(traced: Any) -> None:
+    """An async handler makes an AsyncTool with the same validation, codes and span."""
+    called: list[int] = []
+
+    @tool("get_job_async", tracer_provider=traced.provider)
+    async def get_job(job_id: PositiveInt) -> dict[str, int]:
+        called.append(job_id)
+        if job_id != 17:
+            raise NotFound(hint="ids look like 17")
+        return {"id": job_id}
+
+    assert isinstance(get_job, AsyncTool)
+
+    async def run() -> list[dict[str, Any]]:
+        return [await get_job({"job_id": raw}, call_id="c1") for raw in ("17", 99, True)]
+
+    ok, missing, invalid = asyncio.run(run())
+    assert ok == {"ok": True, "result": {"id": 17}}
+    assert missing == {"error": "not_found", "hint": "ids look like 17"}
+    assert invalid["error"] == "invalid_args"
+    assert called == [17, 99]
+    codes = [s.attributes["errscope.code"] for s in traced.spans()]
+    assert codes == ["ok", "not_found", "invalid_args"]

@@ -1,0 +1,36 @@
+"""The toolkit's public surface is small and pinned: changing it is a deliberate change here."""
+
+from __future__ import annotations
+
+import inspect
+
+import collector.toolkit
+
+
+def test_public_surface() -> None:
+    """collector.toolkit exports exactly these names, each defined and documented."""
+    assert sorted(collector.toolkit.__all__) == sorted(
+        [
+            "AsyncTool", "BoolFromString", "Coerce", "Decision", "Denied", "InternalError",
+            "InvalidArgs", "NotFound", "Observation", "PositiveInt", "RateLimited",
+            "RetryBudget", "Timeout", "Tool", "ToolError", "TracebackReport", "TracebackSink",
+            "coerce_bool_from_string", "coerce_positive_int", "set_traceback_sink", "tool",
+        ]
+    )  # fmt: skip
+    for name in collector.toolkit.__all__:
+        obj = getattr(collector.toolkit, name)
+        # Type aliases (PositiveInt, Observation, TracebackSink) are documented in the source.
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert (obj.__doc__ or "").strip(), name
+
+
+def test_issue_import_line() -> None:
+    """The import line the README promises works."""
+    from collector.toolkit import (  # noqa: F401, PLC0415
+        InvalidArgs,
+        NotFound,
+        PositiveInt,
+        RetryBudget,
+        coerce_positive_int,
+        tool,
+    )
