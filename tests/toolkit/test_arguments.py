@@ -24,7 +24,7 @@ def search(make_tool: Callable[..., Callable[[Callable[..., Any]], Tool]]) -> To
     """A tool with one parameter of each supported kind; it returns what it was given."""
 
     @make_tool("search")
-    def search(  # noqa: PLR0917 — one parameter per supported annotation
+    def search(
         query: str,
         limit: Small = 10,
         verbose: BoolFromString = False,

@@ -201,7 +201,7 @@ def test_traceback_goes_to_the_sink_and_the_span(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The sink gets a redacted traceback with the correlation id; the span an exception event."""
-    import collector.scrub  # noqa: PLC0415
+    import collector.scrub
 
     @dataclass
     class Redacted:
@@ -235,7 +235,7 @@ def test_broken_sink_does_not_break_the_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A sink that raises is ignored: the loop still gets its internal_error observation."""
-    import collector.scrub  # noqa: PLC0415
+    import collector.scrub
 
     def explode(report: TracebackReport) -> None:
         raise RuntimeError("sink down")

@@ -26,7 +26,7 @@ def test_public_surface() -> None:
 
 def test_issue_import_line() -> None:
     """The import line the README promises works."""
-    from collector.toolkit import (  # noqa: F401, PLC0415
+    from collector.toolkit import (  # noqa: F401
         InvalidArgs,
         NotFound,
         PositiveInt,

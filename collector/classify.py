@@ -1,0 +1,128 @@
+"""classify: is this span a tool call, under which convention, and which tool?
+
+Spans are recognised by their attributes, never by their names alone: real tool spans are
+named after the operation (`execute_tool get_weather`), the tool (`get_weather`), a Python
+class (`SimpleTool`) or a fixed string (`running tool`).  The rules, in order (research/
+conventions.md §A):
+
+1. errscope's own spans (`errscope.code` present; `errscope.convention` keeps the original
+   convention of a span errscope already processed, so a second pass agrees with the first);
+2. OTel GenAI: `gen_ai.operation.name = execute_tool` (fallback: name `execute_tool X`);
+3. MCP: `mcp.method.name = tools/call`;
+4. OpenInference: `openinference.span.kind = TOOL` with `tool.name` (not smolagents'
+   `final_answer`);
+5. OpenLLMetry/Traceloop: `traceloop.span.kind = tool`;
+6. legacy pydantic-ai/Logfire: name `running tool` with `gen_ai.tool.name` (never the
+   aggregate `running tools`);
+7. user matchers (span-name glob and/or attribute equality), in the order configured.
+
+Pure functions on frozen data; safe from any thread.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from collector import semconv as sc
+from collector.spanview import AttrValue, SpanView
+
+__all__ = ["Convention", "Matcher", "ToolSpan", "classify"]
+
+_MAX_TOOL_CHARS: Final = 128
+
+
+class Convention(StrEnum):
+    """Which instrumentation convention a tool span follows (stored as `convention`)."""
+
+    ERRSCOPE = "errscope"
+    GENAI = "genai"
+    MCP = "mcp"
+    OPENINFERENCE = "openinference"
+    TRACELOOP = "traceloop"
+    PYDANTIC_AI_LEGACY = "pydantic_ai_legacy"
+    CUSTOM = "custom"
+
+
+@dataclass(frozen=True, slots=True)
+class Matcher:
+    """A user rule: spans whose name matches `name_glob` and whose attributes equal `equals`.
+
+    `tool_attribute` names the attribute holding the tool name; without it the span name is
+    the tool name.  An empty matcher (no glob, no equals) matches nothing.
+    """
+
+    name_glob: str | None = None
+    equals: tuple[tuple[str, str], ...] = ()
+    tool_attribute: str | None = None
+
+    def matches(self, view: SpanView) -> bool:
+        """True when every configured condition holds for `view`."""
+        if self.name_glob is None and not self.equals:
+            return False
+        if self.name_glob is not None and not fnmatch.fnmatchcase(view.name, self.name_glob):
+            return False
+        return all(_text(view.attributes.get(k)) == v for k, v in self.equals)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpan:
+    """A span recognised as a tool call: its convention and its tool's name."""
+
+    convention: Convention
+    tool: str
+
+
+def _text(value: AttrValue | None) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _clip(tool: str | None) -> str:
+    # The record refuses over-long or odd names; classify keeps the span and lets the
+    # pipeline name the tool "unknown_tool" rather than drop the call.
+    return tool.strip()[:_MAX_TOOL_CHARS] if tool and tool.strip() else "unknown_tool"
+
+
+def _suffix(name: str, prefix: str) -> str | None:
+    return name[len(prefix) :].strip() or None if name.startswith(prefix) else None
+
+
+def classify(view: SpanView, matchers: Sequence[Matcher] = ()) -> ToolSpan | None:
+    """The convention and tool of a tool-call span, or None for any other span."""
+    attrs = view.attributes
+    gen_ai_tool = _text(attrs.get(sc.GEN_AI_TOOL_NAME))
+    if sc.ERRSCOPE_CODE in attrs:
+        previous = _text(attrs.get(sc.ERRSCOPE_CONVENTION))
+        known = {c.value for c in Convention}
+        convention = Convention(previous) if previous is not None and previous in known else None
+        tool = (
+            _text(attrs.get(sc.ERRSCOPE_TOOL)) or gen_ai_tool or _suffix(view.name, "execute_tool ")
+        )
+        return ToolSpan(convention or Convention.ERRSCOPE, _clip(tool or view.name))
+    operation = _text(attrs.get(sc.GEN_AI_OPERATION_NAME))
+    if operation == sc.EXECUTE_TOOL and view.name != sc.LEGACY_RUNNING_TOOL:
+        return ToolSpan(Convention.GENAI, _clip(gen_ai_tool or _suffix(view.name, "execute_tool ")))
+    if operation is None and view.name.startswith("execute_tool "):
+        return ToolSpan(Convention.GENAI, _clip(gen_ai_tool or _suffix(view.name, "execute_tool ")))
+    if _text(attrs.get(sc.MCP_METHOD_NAME)) == sc.MCP_TOOLS_CALL:
+        return ToolSpan(Convention.MCP, _clip(gen_ai_tool or _suffix(view.name, "tools/call ")))
+    oi_tool = _text(attrs.get(sc.OI_TOOL_NAME))
+    if _text(attrs.get(sc.OPENINFERENCE_SPAN_KIND)) == sc.OI_TOOL and oi_tool:
+        if oi_tool == "final_answer":
+            return None  # smolagents' final answer is a TOOL span but not a tool call
+        return ToolSpan(Convention.OPENINFERENCE, _clip(oi_tool))
+    if _text(attrs.get(sc.TRACELOOP_SPAN_KIND)) == "tool":
+        entity = _text(attrs.get(sc.TRACELOOP_ENTITY_NAME))
+        return ToolSpan(
+            Convention.TRACELOOP, _clip(gen_ai_tool or entity or view.name.removesuffix(".tool"))
+        )
+    if view.name == sc.LEGACY_RUNNING_TOOL and gen_ai_tool:
+        return ToolSpan(Convention.PYDANTIC_AI_LEGACY, _clip(gen_ai_tool))
+    for matcher in matchers:
+        if matcher.matches(view):
+            named = _text(attrs.get(matcher.tool_attribute)) if matcher.tool_attribute else None
+            return ToolSpan(Convention.CUSTOM, _clip(named or view.name))
+    return None

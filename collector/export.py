@@ -1,0 +1,153 @@
+"""In-process use for Python services: a scrubbing SpanExporter wrapper and `instrument()`.
+
+`ScrubbingSpanExporter(inner)` wraps any SDK `SpanExporter`.  It runs the pipeline in the
+exporter's own thread (the BatchSpanProcessor worker), never at span end, so the
+application thread pays only the SDK's enqueue; it passes the scrubbed spans to `inner`
+and, when given a sink, stores the records locally.  It never raises: a span the pipeline
+cannot process is reduced to its ids (fail closed) and counted.
+
+`instrument(service, version=..., environment=..., endpoint=... | store=...)` builds a
+`TracerProvider` whose spans go through that wrapper to a sidecar over OTLP, or to a local
+store file, and (by default) installs it as the global provider.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Final
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from collector import semconv as sc
+from collector.pipeline import NonToolPolicy, Pipeline
+from collector.sink import StoreBatch, StoreSink
+from collector.spanview import from_readable, to_readable
+
+__all__ = ["ScrubbingSpanExporter", "instrument"]
+
+log = logging.getLogger("errscope.export")
+
+DEFAULT_HTTP_ENDPOINT: Final = "http://127.0.0.1:4318/v1/traces"
+DEFAULT_GRPC_ENDPOINT: Final = "http://127.0.0.1:4317"
+
+
+class ScrubbingSpanExporter(SpanExporter):
+    """Wraps a SpanExporter: only scrubbed spans reach it; records may go to a store."""
+
+    def __init__(
+        self,
+        inner: SpanExporter | None,
+        *,
+        pipeline: Pipeline | None = None,
+        sink: StoreSink | None = None,
+    ) -> None:
+        self.inner = inner
+        self.pipeline = pipeline or Pipeline()
+        self.sink = sink
+        self._lock = threading.Lock()
+        self.exported = 0
+        self.failed = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Process each span, store the records (if a sink is set), pass on the rest."""
+        forward: list[ReadableSpan] = []
+        batch = StoreBatch()
+        for span in spans:
+            try:
+                processed = self.pipeline.process(from_readable(span))
+                if processed.forward is not None:
+                    forward.append(to_readable(processed.forward))
+                batch.add(processed)
+            except Exception as exc:  # noqa: BLE001 - fail closed: the span is not passed on
+                self.failed += 1
+                log.warning("span dropped", extra={"error_class": type(exc).__name__})
+        result = SpanExportResult.SUCCESS
+        if self.sink is not None and (batch.calls or batch.tracebacks or batch.redactions):
+            try:
+                self.sink.write(batch)
+            except Exception as exc:  # noqa: BLE001 - exporters return a result, never raise
+                log.warning("store write failed", extra={"error_class": type(exc).__name__})
+                result = SpanExportResult.FAILURE
+        if self.inner is not None and forward:
+            try:
+                if self.inner.export(forward) is not SpanExportResult.SUCCESS:
+                    result = SpanExportResult.FAILURE
+            except Exception as exc:  # noqa: BLE001
+                log.warning("inner export failed", extra={"error_class": type(exc).__name__})
+                result = SpanExportResult.FAILURE
+        with self._lock:
+            self.exported += len(spans)
+            self.failed += batch.failed
+        return result
+
+    def shutdown(self) -> None:
+        """Shut the inner exporter down and close the sink's store (the exporter owns both)."""
+        if self.inner is not None:
+            self.inner.shutdown()
+        if self.sink is not None:
+            self.sink.close()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Flush the inner exporter."""
+        return self.inner.force_flush(timeout_millis) if self.inner is not None else True
+
+
+def _otlp_exporter(endpoint: str, protocol: str) -> SpanExporter:
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # noqa: PLC0415
+            OTLPSpanExporter as GrpcExporter,
+        )
+
+        return GrpcExporter(endpoint=endpoint, insecure=endpoint.startswith("http://"))
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+        OTLPSpanExporter as HttpExporter,
+    )
+
+    return HttpExporter(endpoint=endpoint)
+
+
+def instrument(
+    service: str,
+    *,
+    version: str | None = None,
+    environment: str | None = None,
+    endpoint: str | None = None,
+    protocol: str = "http",
+    store: str | None = None,
+    non_tool: NonToolPolicy = NonToolPolicy.SCRUB,
+    set_global: bool = True,
+    schedule_delay_millis: int = 1000,
+) -> TracerProvider:
+    """A TracerProvider whose spans are scrubbed in the export thread, then sent or stored.
+
+    Give `endpoint` (a sidecar or any OTLP receiver; `protocol` "http" or "grpc") and/or
+    `store` (a DuckDB file path written in-process).  With neither, spans go to the
+    sidecar's default OTLP/HTTP address on 127.0.0.1:4318.
+    """
+    attributes: dict[str, str] = {sc.SERVICE_NAME: service}
+    if version:
+        attributes[sc.SERVICE_VERSION] = version
+    if environment:
+        attributes[sc.DEPLOYMENT_ENVIRONMENT] = environment
+    provider = TracerProvider(resource=Resource.create(attributes))
+    inner: SpanExporter | None = None
+    if endpoint is not None or store is None:
+        default = DEFAULT_GRPC_ENDPOINT if protocol == "grpc" else DEFAULT_HTTP_ENDPOINT
+        inner = _otlp_exporter(endpoint or default, protocol)
+    sink = None
+    if store is not None:
+        from collector.store import open_store  # noqa: PLC0415 - only services that store locally
+
+        sink = StoreSink(open_store(store))
+    exporter = ScrubbingSpanExporter(inner, pipeline=Pipeline(non_tool=non_tool), sink=sink)
+    provider.add_span_processor(
+        BatchSpanProcessor(exporter, schedule_delay_millis=schedule_delay_millis)
+    )
+    if set_global:
+        trace.set_tracer_provider(provider)
+    return provider

@@ -1,0 +1,464 @@
+"""The span pipeline: one function from any span to what errscope keeps and passes on.
+
+    classify → normalise → scrub → sample traceback → (record, passed-on span)
+
+`Pipeline.process(view)` is the only implementation; the sidecar and the in-process
+exporter both call it.  For a tool-call span it returns a `ToolCall` record (schema fields
+only), the span to pass on (an allowlist of GenAI and `errscope.*` attributes, every other
+string scrubbed, the code in `error.type` with status ERROR on failure and no `error.type`
+on success), a redacted traceback sample when one is due, and redaction counts per rule.
+Non-tool spans are dropped, scrubbed (default) or passed with secrets masked, by policy:
+no mode forwards a secret.
+
+Fail closed: if processing a span raises, the span is reduced to its ids and an
+internal_error code (`failed=True`), never passed on whole; the exception is swallowed
+here and never reaches the application thread.  Thread-safe: the pipeline holds only
+immutable state plus the sampler, which locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Final
+
+from collector import semconv as sc
+from collector.catalog import Catalog, Code, default_catalog
+from collector.classify import Matcher, ToolSpan, classify
+from collector.codes import Outcome, Source, normalise
+from collector.record import ToolCall, TracebackSample, is_safe_id
+from collector.sample import TracebackSampler
+from collector.scrub import Scrubber, default_scrubber, redact_traceback
+from collector.spanview import (
+    STATUS_ERROR,
+    STATUS_UNSET,
+    AttrValue,
+    EventView,
+    LinkView,
+    SpanView,
+    StatusView,
+)
+
+__all__ = ["NonToolPolicy", "Pipeline", "Processed"]
+
+log = logging.getLogger("errscope.pipeline")
+
+UNKNOWN_SERVICE: Final = "unknown_service"
+NON_TOOL: Final = "_non_tool"  # the `tool` of redaction counts from non-tool spans
+_TOOL_BAD_CHARS: Final = re.compile(r"[^A-Za-z0-9_.:/-]")
+_LABEL_OK: Final = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
+_EXC_TYPE_OK: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,47}")
+_REDACTED_SPAN_NAME: Final = "errscope.redacted"
+# Ids kept as attributes on a passed-on tool span: checked like the record's ids.
+_ID_KEYS: Final = frozenset(
+    {
+        sc.GEN_AI_TOOL_CALL_ID,
+        sc.GEN_AI_CONVERSATION_ID,
+        sc.GEN_AI_AGENT_ID,
+        sc.MCP_SESSION_ID,
+        sc.JSONRPC_REQUEST_ID,
+        sc.OI_SESSION_ID,
+        sc.ERRSCOPE_CORRELATION_ID,
+    }
+)
+
+
+class NonToolPolicy(StrEnum):
+    """What happens to spans that are not tool calls."""
+
+    DROP = "drop"  # not passed on at all
+    SCRUB = "scrub"  # every string scrubbed: secrets masked, tracebacks reduced (default)
+    PASS = "pass"  # noqa: S105 - a policy name, not a password: secrets masked, rest kept
+
+
+@dataclass(frozen=True, slots=True)
+class Processed:
+    """What one span became: a record, a span to pass on, a traceback sample, counts."""
+
+    record: ToolCall | None = None
+    forward: SpanView | None = None
+    traceback: TracebackSample | None = None
+    redactions: Mapping[str, int] = field(default_factory=dict)
+    failed: bool = False
+    rejected: str | None = None  # why the span was refused (bad ids): partial success
+
+
+class _Counts:
+    """Redaction counts for one span, per rule."""
+
+    def __init__(self) -> None:
+        self.by_rule: Counter[str] = Counter()
+
+    def add(self, counts: Mapping[str, int]) -> None:
+        self.by_rule.update(counts)
+
+
+def _ns_to_dt(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+def _strings(value: AttrValue) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, tuple):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return []
+
+
+def _first_text(attrs: Mapping[str, AttrValue], *keys: str) -> str | None:
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)  # jsonrpc.request.id may be a number
+    return None
+
+
+class Pipeline:
+    """classify → normalise → scrub → sample, for one span at a time."""
+
+    def __init__(
+        self,
+        *,
+        catalog: Catalog | None = None,
+        scrubber: Scrubber | None = None,
+        matchers: Sequence[Matcher] = (),
+        non_tool: NonToolPolicy = NonToolPolicy.SCRUB,
+        sampler: TracebackSampler | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.catalog = catalog or default_catalog()
+        self.scrubber = scrubber or default_scrubber()
+        self.matchers = tuple(matchers)
+        self.non_tool = non_tool
+        self.sampler = sampler or TracebackSampler()
+        self.clock = clock
+        self.failures = 0
+
+    # ---------------------------------------------------------------- entry point
+
+    def process(self, view: SpanView, *, received_at: datetime | None = None) -> Processed:
+        """Turn one span into what errscope keeps and passes on; never raises."""
+        if len(view.trace_id) != 32 or len(view.span_id) != 16 or view.trace_id == "0" * 32:
+            return Processed(rejected="bad_ids")
+        tool_span: ToolSpan | None = None
+        try:
+            tool_span = classify(view, self.matchers)
+            if tool_span is None:
+                return self._non_tool(view)
+            return self._tool(view, tool_span, received_at or self.clock())
+        except Exception as exc:  # noqa: BLE001 - fail closed: nothing may escape to the app
+            self.failures += 1
+            log.warning(
+                "pipeline failure; span reduced to ids",
+                extra={
+                    "code": "internal_error",
+                    "error_class": type(exc).__name__,
+                    "trace_id": view.trace_id,
+                    "span_id": view.span_id,
+                },
+            )
+            return self._fail_closed(view, tool_span, received_at or self.clock())
+
+    # ---------------------------------------------------------------- tool spans
+
+    def _tool(self, view: SpanView, tool_span: ToolSpan, received_at: datetime) -> Processed:
+        counts = _Counts()
+        outcome = normalise(view, self.catalog, is_secret=self.scrubber.contains_secret)
+        resource = view.resource
+        service = self._label(_first_text(resource, sc.SERVICE_NAME)) or UNKNOWN_SERVICE
+        tool = self._tool_name(tool_span.tool)
+        attrs = view.attributes
+        record = ToolCall(
+            ts=_ns_to_dt(view.start_ns),
+            received_at=received_at,
+            service=service,
+            version=self._label(_first_text(resource, sc.SERVICE_VERSION)),
+            environment=self._label(
+                _first_text(resource, sc.DEPLOYMENT_ENVIRONMENT, sc.DEPLOYMENT_ENVIRONMENT_OLD)
+            ),
+            tool=tool,
+            code=outcome.code,
+            raw_code=outcome.raw_code,
+            field=outcome.field,
+            trace_id=view.trace_id,
+            span_id=view.span_id,
+            call_id=self._id(
+                _first_text(attrs, sc.GEN_AI_TOOL_CALL_ID, sc.OI_TOOL_CALL_ID, sc.OI_TOOL_ID)
+                or outcome.call_id
+                or _first_text(attrs, sc.JSONRPC_REQUEST_ID)
+            ),
+            session_id=self._id(
+                _first_text(
+                    attrs,
+                    sc.GEN_AI_CONVERSATION_ID,
+                    sc.OI_SESSION_ID,
+                    sc.MCP_SESSION_ID,
+                    sc.TRACELOOP_SESSION_ID,
+                )
+            ),
+            correlation_id=self._id(_first_text(attrs, sc.ERRSCOPE_CORRELATION_ID)),
+            duration_ms=max(view.end_ns - view.start_ns, 0) / 1e6,
+            attempt=outcome.attempt,
+            retry_after_s=outcome.retry_after_s,
+            http_status=outcome.http_status,
+            convention=tool_span.convention.value,
+            source=outcome.source.value,
+        )
+        self._count_discarded(view, counts)
+        traceback = self._traceback(view, record, outcome, counts)
+        forward = self._forward_tool(view, record, outcome, counts)
+        record = replace(record, redactions=sum(counts.by_rule.values()))
+        record.validate()
+        return Processed(
+            record=record, forward=forward, traceback=traceback, redactions=dict(counts.by_rule)
+        )
+
+    def _count_discarded(self, view: SpanView, counts: _Counts) -> None:
+        """Count the secrets in what a tool span loses (arguments, results, messages).
+
+        Nothing of it is kept, but the counts per rule are what the exposure page shows: which
+        tool leaks which kind of secret into its spans.
+        """
+        texts: list[str] = [view.status.message]
+        for key, value in view.attributes.items():
+            if key not in sc.FORWARD_ALLOWLIST:
+                texts.extend(_strings(value))
+        for event in view.events:
+            for key, value in event.attributes.items():
+                if key != sc.EXCEPTION_TYPE:
+                    texts.extend(_strings(value))
+        for text in texts:
+            if text:
+                counts.add(self.scrubber.scrub_secrets(text).counts)
+
+    def _label(self, value: str | None) -> str | None:
+        if value is None or not _LABEL_OK.fullmatch(value) or self.scrubber.contains_secret(value):
+            return None
+        return value
+
+    def _id(self, value: str | None) -> str | None:
+        if value is None or not is_safe_id(value) or self.scrubber.contains_secret(value):
+            return None
+        return value
+
+    def _tool_name(self, tool: str) -> str:
+        cleaned = _TOOL_BAD_CHARS.sub("_", tool)[:128].lstrip(".:/-") or "unknown_tool"
+        return "redacted_tool" if self.scrubber.contains_secret(cleaned) else cleaned
+
+    def _traceback(
+        self, view: SpanView, record: ToolCall, outcome: Outcome, counts: _Counts
+    ) -> TracebackSample | None:
+        if outcome.code == Code.OK:
+            return None
+        text = None
+        for event in reversed(view.events):
+            stack = event.attributes.get(sc.EXCEPTION_STACKTRACE)
+            if event.name == sc.EXCEPTION_EVENT and isinstance(stack, str) and stack:
+                text = stack
+                break
+        if text is None:
+            text = view.status.message  # LangChain puts repr(exc) + the traceback here
+        if not text:
+            return None
+        redacted = redact_traceback(text, self.scrubber)
+        if redacted is None:
+            return None
+        if not self.sampler.keep(
+            record.service, record.tool, redacted.fingerprint, view.start_ns / 1e9
+        ):
+            return None
+        exc_type = redacted.exception_type or "Exception"
+        if not _EXC_TYPE_OK.fullmatch(exc_type):
+            last = exc_type.rsplit(".", 1)[-1]
+            exc_type = last if _EXC_TYPE_OK.fullmatch(last) else "Exception"
+        return TracebackSample(
+            ts=record.ts,
+            service=record.service,
+            version=record.version,
+            tool=record.tool,
+            trace_id=record.trace_id,
+            span_id=record.span_id,
+            correlation_id=record.correlation_id,
+            exception_type=exc_type,
+            fingerprint=redacted.fingerprint[:64],
+            text=redacted.text,
+        )
+
+    def _forward_tool(
+        self, view: SpanView, record: ToolCall, outcome: Outcome, counts: _Counts
+    ) -> SpanView:
+        kept: dict[str, AttrValue] = {}
+        for key, value in view.attributes.items():
+            if key not in sc.FORWARD_ALLOWLIST or key == sc.ERROR_TYPE:
+                continue
+            if key in _ID_KEYS:
+                text = value if isinstance(value, str) else str(value)
+                if self._id(text) is not None:
+                    kept[key] = value
+                continue
+            kept[key] = self._scrub_value(value, counts, NonToolPolicy.SCRUB)
+        failing = record.code != Code.OK
+        kept[sc.ERRSCOPE_CODE] = record.code
+        kept[sc.ERRSCOPE_CONVENTION] = record.convention or "errscope"
+        kept[sc.ERRSCOPE_SOURCE] = outcome.source.value
+        kept[sc.ERRSCOPE_TOOL] = record.tool
+        kept.setdefault(sc.GEN_AI_TOOL_NAME, record.tool)
+        kept.setdefault(sc.GEN_AI_OPERATION_NAME, sc.EXECUTE_TOOL)
+        if record.field:
+            kept[sc.ERRSCOPE_FIELD] = record.field
+        if failing:
+            kept[sc.ERROR_TYPE] = record.code
+        if record.correlation_id:
+            kept[sc.ERRSCOPE_CORRELATION_ID] = record.correlation_id
+        if record.call_id and sc.GEN_AI_TOOL_CALL_ID not in kept:
+            kept[sc.GEN_AI_TOOL_CALL_ID] = record.call_id
+        events = tuple(
+            self._exception_event(e, counts) for e in view.events if e.name == sc.EXCEPTION_EVENT
+        )
+        status = (
+            StatusView(STATUS_ERROR, record.code)
+            if failing
+            else StatusView(STATUS_UNSET if view.status.code == STATUS_ERROR else view.status.code)
+        )
+        return replace(
+            view,
+            name=self.scrubber.scrub(view.name).text if view.name else view.name,
+            status=status,
+            attributes=kept,
+            events=tuple(e for e in events if e is not None),
+            links=self._links(view.links, counts, NonToolPolicy.SCRUB),
+            resource=self._scrub_mapping(view.resource, counts, NonToolPolicy.SCRUB),
+            scope_name=self.scrubber.scrub(view.scope_name).text,
+            scope_version=self.scrubber.scrub(view.scope_version).text,
+        )
+
+    def _exception_event(self, event: EventView, counts: _Counts) -> EventView | None:
+        exc_type = event.attributes.get(sc.EXCEPTION_TYPE)
+        if not isinstance(exc_type, str) or not exc_type:
+            return None
+        if self.scrubber.contains_secret(exc_type) or len(exc_type) > 256:
+            counts.add({"exception_type": 1})
+            return None
+        dropped = sum(
+            1 for k in event.attributes if k in (sc.EXCEPTION_MESSAGE, sc.EXCEPTION_STACKTRACE)
+        )
+        if dropped:
+            counts.add({"exception_detail": dropped})
+        return EventView(sc.EXCEPTION_EVENT, event.time_ns, {sc.EXCEPTION_TYPE: exc_type})
+
+    # ---------------------------------------------------------------- non-tool spans
+
+    def _non_tool(self, view: SpanView) -> Processed:
+        if self.non_tool is NonToolPolicy.DROP:
+            return Processed()
+        counts = _Counts()
+        policy = self.non_tool
+        scrub = self._scrub_text(policy)
+        forward = replace(
+            view,
+            name=scrub(view.name, counts),
+            status=StatusView(view.status.code, scrub(view.status.message, counts)),
+            attributes=self._scrub_mapping(view.attributes, counts, policy),
+            events=tuple(
+                EventView(
+                    scrub(e.name, counts),
+                    e.time_ns,
+                    self._scrub_mapping(e.attributes, counts, policy),
+                )
+                for e in view.events
+            ),
+            links=self._links(view.links, counts, policy),
+            resource=self._scrub_mapping(view.resource, counts, policy),
+            scope_name=scrub(view.scope_name, counts),
+            scope_version=scrub(view.scope_version, counts),
+        )
+        return Processed(forward=forward, redactions=dict(counts.by_rule))
+
+    # ---------------------------------------------------------------- scrubbing helpers
+
+    def _scrub_text(self, policy: NonToolPolicy) -> Callable[[str, _Counts], str]:
+        method = (
+            self.scrubber.scrub_secrets if policy is NonToolPolicy.PASS else self.scrubber.scrub
+        )
+
+        def scrub(text: str, counts: _Counts) -> str:
+            if not text:
+                return text
+            result = method(text)
+            counts.add(result.counts)
+            return result.text
+
+        return scrub
+
+    def _scrub_value(self, value: AttrValue, counts: _Counts, policy: NonToolPolicy) -> AttrValue:
+        if isinstance(value, str):
+            return self._scrub_text(policy)(value, counts)
+        if isinstance(value, tuple):
+            return tuple(self._scrub_value(v, counts, policy) for v in value)
+        if isinstance(value, dict):
+            return self._scrub_mapping(value, counts, policy)
+        if isinstance(value, bytes):
+            counts.add({"bytes": 1})  # opaque bytes cannot be scanned: never passed on
+            return ""
+        return value
+
+    def _scrub_mapping(
+        self, attrs: Mapping[str, AttrValue], counts: _Counts, policy: NonToolPolicy
+    ) -> dict[str, AttrValue]:
+        return {k: self._scrub_value(v, counts, policy) for k, v in attrs.items()}
+
+    def _links(
+        self, links: tuple[LinkView, ...], counts: _Counts, policy: NonToolPolicy
+    ) -> tuple[LinkView, ...]:
+        return tuple(
+            LinkView(
+                link.trace_id, link.span_id, self._scrub_mapping(link.attributes, counts, policy)
+            )
+            for link in links
+            if len(link.trace_id) == 32 and len(link.span_id) == 16
+        )
+
+    # ---------------------------------------------------------------- fail closed
+
+    def _fail_closed(
+        self, view: SpanView, tool_span: ToolSpan | None, received_at: datetime
+    ) -> Processed:
+        code = Code.INTERNAL_ERROR.value
+        forward = SpanView(
+            name=_REDACTED_SPAN_NAME,
+            trace_id=view.trace_id,
+            span_id=view.span_id,
+            parent_span_id=view.parent_span_id,
+            start_ns=view.start_ns,
+            end_ns=view.end_ns,
+            kind=view.kind,
+            status=StatusView(STATUS_ERROR, code),
+            attributes={sc.ERRSCOPE_CODE: code, sc.ERROR_TYPE: code},
+        )
+        record = None
+        if tool_span is not None:
+            try:
+                record = ToolCall(
+                    ts=_ns_to_dt(view.start_ns),
+                    received_at=received_at,
+                    service=UNKNOWN_SERVICE,
+                    tool=self._tool_name(tool_span.tool),
+                    code=code,
+                    trace_id=view.trace_id,
+                    span_id=view.span_id,
+                    convention=tool_span.convention.value,
+                    source=Source.PIPELINE.value,
+                )
+                record.validate()
+            except Exception:  # noqa: BLE001 - even the reduced record failed: keep no row
+                record = None
+        return Processed(record=record, forward=forward, failed=True)

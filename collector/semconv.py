@@ -1,0 +1,122 @@
+"""Attribute keys errscope reads and writes, as constants (research/conventions.md §A, §B).
+
+Grouped by the convention that defines them.  Only keys listed in `FORWARD_ALLOWLIST`
+survive on a tool span that errscope passes on; every other attribute of a tool span is
+dropped (arguments, results, messages), and every other string that leaves is scrubbed.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- OTel GenAI semantic conventions (execute_tool span)
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+EXECUTE_TOOL: Final = "execute_tool"
+ERROR_TYPE: Final = "error.type"
+
+# --- exception events
+EXCEPTION_EVENT: Final = "exception"
+EXCEPTION_TYPE: Final = "exception.type"
+EXCEPTION_MESSAGE: Final = "exception.message"
+EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
+
+# --- HTTP / RPC (all four RPC names are accepted: old and new)
+HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
+HTTP_STATUS_CODE_OLD: Final = "http.status_code"
+HTTP_RETRY_AFTER: Final = "http.response.header.retry-after"
+RPC_STATUS_CODE: Final = "rpc.status_code"
+RPC_RESPONSE_STATUS_CODE: Final = "rpc.response.status_code"
+RPC_GRPC_STATUS_CODE: Final = "rpc.grpc.status_code"
+RPC_JSONRPC_ERROR_CODE: Final = "rpc.jsonrpc.error_code"
+
+# --- MCP
+MCP_METHOD_NAME: Final = "mcp.method.name"
+MCP_TOOLS_CALL: Final = "tools/call"
+MCP_SESSION_ID: Final = "mcp.session.id"
+MCP_RESPONSE_VALUE: Final = "mcp.response.value"
+JSONRPC_REQUEST_ID: Final = "jsonrpc.request.id"
+
+# --- OpenInference
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+OI_TOOL: Final = "TOOL"
+OI_TOOL_NAME: Final = "tool.name"
+OI_TOOL_ID: Final = "tool.id"
+OI_TOOL_CALL_ID: Final = "tool_call.id"
+OI_OUTPUT_VALUE: Final = "output.value"
+OI_SESSION_ID: Final = "session.id"
+
+# --- OpenLLMetry / Traceloop
+TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
+TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
+TRACELOOP_ENTITY_OUTPUT: Final = "traceloop.entity.output"
+TRACELOOP_SESSION_ID: Final = "traceloop.association.properties.session_id"
+
+# --- pydantic-ai / Logfire
+PYDANTIC_AI_FAILURE_STAGE: Final = "pydantic_ai.tool.failure_stage"
+PYDANTIC_AI_RETRY_CAUSE: Final = "pydantic_ai.tool.retry.cause"
+PYDANTIC_AI_RETRY_ATTEMPT: Final = "pydantic_ai.tool.retry.attempt"
+LEGACY_TOOL_RESPONSE: Final = "tool_response"
+LEGACY_RUNNING_TOOL: Final = "running tool"
+
+# --- resource
+SERVICE_NAME: Final = "service.name"
+SERVICE_VERSION: Final = "service.version"
+DEPLOYMENT_ENVIRONMENT: Final = "deployment.environment.name"
+DEPLOYMENT_ENVIRONMENT_OLD: Final = "deployment.environment"
+
+# --- errscope's own attributes (written by collector.toolkit and by errscope itself)
+ERRSCOPE_CODE: Final = "errscope.code"
+ERRSCOPE_FIELD: Final = "errscope.field"
+ERRSCOPE_CORRELATION_ID: Final = "errscope.correlation_id"
+ERRSCOPE_ATTEMPT: Final = "errscope.attempt"
+ERRSCOPE_RETRY_AFTER_S: Final = "errscope.retry_after_s"
+ERRSCOPE_CONVENTION: Final = "errscope.convention"
+ERRSCOPE_SOURCE: Final = "errscope.source"
+ERRSCOPE_TOOL: Final = "errscope.tool"
+ERRSCOPE_RETRY_DECISION: Final = "errscope.retry.decision"
+
+# Result-bearing attributes, per convention, where a structured observation may sit.
+RESULT_KEYS: Final = (
+    GEN_AI_TOOL_CALL_RESULT,
+    OI_OUTPUT_VALUE,
+    TRACELOOP_ENTITY_OUTPUT,
+    LEGACY_TOOL_RESPONSE,
+    MCP_RESPONSE_VALUE,
+)
+
+# Attributes a passed-on tool span keeps (values still scanned for secrets); all else drops.
+FORWARD_ALLOWLIST: Final = frozenset(
+    {
+        GEN_AI_OPERATION_NAME,
+        GEN_AI_TOOL_NAME,
+        GEN_AI_TOOL_CALL_ID,
+        GEN_AI_TOOL_TYPE,
+        GEN_AI_CONVERSATION_ID,
+        GEN_AI_AGENT_NAME,
+        GEN_AI_AGENT_ID,
+        GEN_AI_PROVIDER_NAME,
+        ERROR_TYPE,
+        HTTP_RESPONSE_STATUS_CODE,
+        RPC_STATUS_CODE,
+        MCP_METHOD_NAME,
+        MCP_SESSION_ID,
+        JSONRPC_REQUEST_ID,
+        OI_SESSION_ID,
+        ERRSCOPE_CODE,
+        ERRSCOPE_FIELD,
+        ERRSCOPE_CORRELATION_ID,
+        ERRSCOPE_ATTEMPT,
+        ERRSCOPE_RETRY_AFTER_S,
+        ERRSCOPE_CONVENTION,
+        ERRSCOPE_SOURCE,
+        ERRSCOPE_RETRY_DECISION,
+    }
+)

@@ -1,0 +1,125 @@
+"""store side of the pipeline: gather processed spans into one batch and commit it.
+
+`StoreBatch` collects what `Pipeline.process` returned for many spans: tool-call records,
+traceback samples, redaction counts (summed per hour, service, tool and rule) and the
+versions seen.  `StoreSink.write` commits a batch to a store and records a deploy row the
+first time a (service, version, environment) is seen.  The sidecar's single writer and the
+in-process exporter both use it, so both store exactly the same rows.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from collector.pipeline import NON_TOOL, Processed
+from collector.record import Deploy, RedactionCount, ToolCall, TracebackSample
+
+__all__ = ["Store", "StoreBatch", "StoreSink", "WriteResult"]
+
+
+class Store(Protocol):
+    """What a sink needs of a store (DuckDBStore and the DuckLake store both provide it)."""
+
+    def append_tool_calls(self, calls: list[ToolCall]) -> int: ...
+    def append_tracebacks(self, samples: list[TracebackSample]) -> int: ...
+    def add_redactions(self, counts: list[RedactionCount]) -> int: ...
+    def add_deploys(self, deploys: list[Deploy]) -> int: ...
+    def known_versions(self) -> set[tuple[str, str, str | None]]: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class StoreBatch:
+    """Everything a group of processed spans asks the store to keep."""
+
+    calls: list[ToolCall] = field(default_factory=list)
+    tracebacks: list[TracebackSample] = field(default_factory=list)
+    redactions: Counter[tuple[datetime, str, str, str]] = field(default_factory=Counter)
+    versions: dict[tuple[str, str, str | None], datetime] = field(default_factory=dict)
+    failed: int = 0
+    rejected: int = 0
+
+    def add(self, processed: Processed) -> None:
+        """Fold one processed span into the batch."""
+        if processed.failed:
+            self.failed += 1
+        if processed.rejected:
+            self.rejected += 1
+        record = processed.record
+        if record is not None:
+            self.calls.append(record)
+            if record.version:
+                key = (record.service, record.version, record.environment)
+                seen = self.versions.get(key)
+                if seen is None or record.ts < seen:
+                    self.versions[key] = record.ts
+        if processed.traceback is not None:
+            self.tracebacks.append(processed.traceback)
+        if processed.redactions:
+            ts = record.ts if record is not None else None
+            hour = (ts or datetime.now().astimezone()).replace(minute=0, second=0, microsecond=0)
+            service = record.service if record is not None else "unknown_service"
+            tool = record.tool if record is not None else NON_TOOL
+            for rule, count in processed.redactions.items():
+                self.redactions[(hour, service, tool, rule)] += count
+
+    def extend(self, other: StoreBatch) -> None:
+        """Merge another batch into this one (the writer groups commits)."""
+        self.calls.extend(other.calls)
+        self.tracebacks.extend(other.tracebacks)
+        self.redactions.update(other.redactions)
+        for key, ts in other.versions.items():
+            if key not in self.versions or ts < self.versions[key]:
+                self.versions[key] = ts
+        self.failed += other.failed
+        self.rejected += other.rejected
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """How many rows a batch added to each table."""
+
+    calls: int
+    tracebacks: int
+    redactions: int
+    deploys: int
+
+
+class StoreSink:
+    """Commits batches to one store; remembers which versions already have a deploy row."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._known: set[tuple[str, str, str | None]] = set(store.known_versions())
+
+    def close(self) -> None:
+        """Close the store (checkpointing a DuckDB file)."""
+        with self._lock:
+            self.store.close()
+
+    def write(self, batch: StoreBatch) -> WriteResult:
+        """Commit the batch: calls first (the acknowledgement depends on them), then the rest."""
+        with self._lock:
+            calls = self.store.append_tool_calls(batch.calls) if batch.calls else 0
+            tracebacks = self.store.append_tracebacks(batch.tracebacks) if batch.tracebacks else 0
+            counts = [
+                RedactionCount(hour=hour, service=service, tool=tool, rule=rule, count=n)
+                for (hour, service, tool, rule), n in batch.redactions.items()
+            ]
+            redactions = self.store.add_redactions(counts) if counts else 0
+            new = [
+                Deploy(service=s, version=v, environment=e, ts=ts, source="auto")
+                for (s, v, e), ts in batch.versions.items()
+                if (s, v, e) not in self._known
+            ]
+            deploys = self.store.add_deploys(new) if new else 0
+            self._known.update((d.service, d.version, d.environment) for d in new)
+        return WriteResult(calls, tracebacks, redactions, deploys)

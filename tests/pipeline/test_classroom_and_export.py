@@ -1,0 +1,258 @@
+"""The classroom table as spans, fail-closed behaviour, and the in-process exporter and instrument()."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from collector.export import ScrubbingSpanExporter, instrument
+from collector.pipeline import Pipeline
+from collector.sink import StoreBatch, StoreSink
+from collector.spanview import SpanView, from_readable
+from collector.store import DuckDBStore
+from tests.pipeline.spans import (
+    DB_PASSWORD,
+    DB_URL,
+    GITHUB_TOKEN,
+    OPENAI_KEY,
+    PLANTED,
+    make_span,
+    strings_of,
+)
+
+HINT_IDS = "job ids look like 17 or 42"
+JOBS = {17: {"id": 17, "state": "done"}, 42: {"id": 42, "state": "queued"}}
+
+
+def classroom_result(raw: Any) -> dict[str, Any]:
+    """What the classroom get_job tool returns for a raw job_id."""
+    if isinstance(raw, bool) or not (
+        isinstance(raw, int) or (isinstance(raw, str) and raw.strip().isdigit())
+    ):
+        return {
+            "error": "invalid_args",
+            "field": "job_id",
+            "hint": "job_id: a positive integer such as 17",
+        }
+    job_id = int(raw)
+    if job_id <= 0:
+        return {
+            "error": "invalid_args",
+            "field": "job_id",
+            "hint": "job_id: a positive integer such as 17",
+        }
+    if job_id not in JOBS:
+        return {"error": "not_found", "hint": HINT_IDS}
+    return {"ok": True, "result": JOBS[job_id]}
+
+
+@pytest.mark.parametrize(
+    ("raw", "code", "field"),
+    [
+        pytest.param("17", "ok", None, id="digit-string"),
+        pytest.param(17, "ok", None, id="int"),
+        pytest.param(-1, "invalid_args", "job_id", id="negative"),
+        pytest.param("abc", "invalid_args", "job_id", id="letters"),
+        pytest.param(True, "invalid_args", "job_id", id="bool-is-not-job-1"),
+        pytest.param(99, "not_found", None, id="missing-job"),
+    ],
+)
+def test_classroom_table(raw: Any, code: str, field: str | None) -> None:
+    """execute_tool get_job spans carrying the classroom tool's results yield the right codes."""
+    span = make_span(
+        "execute_tool get_job",
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "get_job",
+            "gen_ai.tool.call.arguments": json.dumps({"job_id": raw}),
+            "gen_ai.tool.call.result": json.dumps(classroom_result(raw)),
+        },
+    )
+    record = Pipeline().process(from_readable(span)).record
+    assert record is not None
+    assert (record.code, record.field) == (code, field)
+    assert record.source == ("status" if code == "ok" else "observation")
+
+
+def test_fail_closed_reduces_span_to_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If processing raises, the span passed on keeps only ids and internal_error; nothing escapes."""
+    pipeline = Pipeline()
+
+    def explode(*_: object, **__: object) -> None:
+        raise RuntimeError(f"boom {GITHUB_TOKEN}")
+
+    monkeypatch.setattr("collector.pipeline.normalise", explode)
+    span = make_span(
+        "execute_tool get_job",
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_job", "x": OPENAI_KEY},
+    )
+    out = pipeline.process(from_readable(span))
+    assert out.failed
+    assert pipeline.failures == 1
+    assert out.forward is not None
+    assert out.forward.name == "errscope.redacted"
+    assert set(out.forward.attributes) == {"errscope.code", "error.type"}
+    assert out.record is not None
+    assert (out.record.code, out.record.source) == ("internal_error", "pipeline")
+    assert not any(secret in "\n".join(strings_of(asdict(out.forward))) for secret in PLANTED)
+
+
+def test_bad_ids_are_rejected() -> None:
+    """A span without valid ids is rejected (it will count in partial_success)."""
+    view = SpanView(name="execute_tool x", trace_id="", span_id="", start_ns=1, end_ns=2)
+    assert Pipeline().process(view).rejected == "bad_ids"
+
+
+class _Capture(SpanExporter):
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+
+def test_scrubbing_exporter_passes_only_scrubbed_spans(tmp_path: Path) -> None:
+    """The wrapper hands the inner exporter scrubbed spans and writes records to a store."""
+    inner = _Capture()
+    store = DuckDBStore(tmp_path / "s.duckdb")
+    exporter = ScrubbingSpanExporter(inner, sink=StoreSink(store))
+    spans = [
+        make_span(
+            "execute_tool get_job",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_job",
+                "gen_ai.tool.call.arguments": json.dumps({"token": GITHUB_TOKEN}),
+                "http.response.status_code": 404,
+            },
+        ),
+        make_span("invoke_agent", {"prompt": f"use {OPENAI_KEY}"}),
+    ]
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    assert len(inner.spans) == 2
+    text = "\n".join(s.to_json() for s in inner.spans)
+    for secret in PLANTED:
+        assert secret not in text
+    assert store.count("tool_calls") == 1
+    assert store.count("deploys") == 1
+    assert store.count("redactions") >= 1
+    row = store.cursor().execute("SELECT code, tool FROM tool_calls").fetchone()
+    assert row == ("not_found", "get_job")
+    store.close()
+
+
+def test_instrument_writes_to_a_local_store(tmp_path: Path) -> None:
+    """instrument(store=...) records tool calls from ordinary tracer use, scrubbed in the export thread."""
+    path = tmp_path / "local.duckdb"
+    provider = instrument(
+        "billing-agent", version="3.0.0", environment="staging", store=str(path), set_global=False
+    )
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span(
+        "execute_tool get_invoice",
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "get_invoice",
+            "gen_ai.tool.call.arguments": GITHUB_TOKEN,
+        },
+    ):
+        pass
+    provider.shutdown()
+    with DuckDBStore(path, read_only=True) as store:
+        row = (
+            store.cursor()
+            .execute("SELECT service, version, environment, tool, code FROM tool_calls")
+            .fetchone()
+        )
+    assert row == ("billing-agent", "3.0.0", "staging", "get_invoice", "ok")
+
+
+def test_instrument_sends_to_an_otlp_endpoint() -> None:
+    """instrument(endpoint=...) wraps a real OTLP exporter; an in-memory inner proves the wiring."""
+    provider = instrument("svc", endpoint="http://127.0.0.1:9/v1/traces", set_global=False)
+    processors = provider._active_span_processor._span_processors
+    exporter = processors[0].span_exporter  # type: ignore[attr-defined]
+    assert isinstance(exporter, ScrubbingSpanExporter)
+    assert type(exporter.inner).__name__ == "OTLPSpanExporter"
+    provider.shutdown()
+
+
+def test_store_batch_aggregates_redactions() -> None:
+    """Redaction counts from many spans are summed per hour, service, tool and rule."""
+    batch = StoreBatch()
+    pipeline = Pipeline()
+    for _ in range(3):
+        span = make_span(
+            "execute_tool t",
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "a": GITHUB_TOKEN},
+        )
+        batch.add(pipeline.process(from_readable(span)))
+    counts = {key[3]: n for key, n in batch.redactions.items()}
+    assert counts["github-pat"] == 3
+
+
+_SAFE_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    where=st.sampled_from(
+        ["arguments", "result", "status", "exception", "event", "resource", "name", "nested"]
+    ),
+    prefix=_SAFE_TEXT,
+    suffix=_SAFE_TEXT,
+    planted=st.sampled_from(
+        [(GITHUB_TOKEN, GITHUB_TOKEN), (OPENAI_KEY, OPENAI_KEY), (DB_URL, DB_PASSWORD)]
+    ),
+)
+def test_planted_secret_never_survives(
+    where: str, prefix: str, suffix: str, planted: tuple[str, str]
+) -> None:
+    """Wherever a secret is planted in a tool span, neither the record nor the passed-on span keeps it."""
+    text, secret = planted
+    value = f"{prefix} {text} {suffix}"
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "get_job",
+        "gen_ai.tool.call.id": "call_1",
+    }
+    kwargs: dict[str, Any] = {}
+    name = "execute_tool get_job"
+    if where == "arguments":
+        attrs["gen_ai.tool.call.arguments"] = value
+    elif where == "result":
+        attrs["gen_ai.tool.call.result"] = value
+    elif where == "status":
+        from opentelemetry.trace import StatusCode
+
+        kwargs["status"] = (StatusCode.ERROR, value)
+    elif where in ("exception", "event"):
+        kwargs["events"] = [
+            (
+                "exception" if where == "exception" else "log",
+                {"exception.type": "ValueError", "exception.message": value},
+            )
+        ]
+    elif where == "resource":
+        kwargs["resource"] = {"service.name": "svc", "host.name": value}
+    elif where == "name":
+        name = f"execute_tool {value}"
+    else:
+        attrs["gen_ai.conversation.id"] = value
+        attrs["list"] = [value, "x"]
+    out = Pipeline().process(from_readable(make_span(name, attrs, **kwargs)))
+    assert out.record is not None
+    assert secret not in str(asdict(out.record))
+    assert out.forward is not None
+    assert secret not in "\n".join(strings_of(asdict(out.forward)))
+    assert out.record.trace_id == out.forward.trace_id
