@@ -246,5 +246,16 @@ def prune(db: Path, older_than: str) -> None:
     click.echo(f"pruned rows older than {report.cutoff.isoformat()}: {parts}")
 
 
+def _register_commands() -> None:
+    """Commands that live beside their stage's module."""
+    from collector.gate_cli import check, findings  # noqa: PLC0415 - they import this module
+    from collector.scrub.cli import scrub  # noqa: PLC0415
+
+    for command in (scrub, check, findings):
+        main.add_command(command)
+
+
+_register_commands()
+
 if __name__ == "__main__":
     main()

@@ -197,6 +197,12 @@ def test_calls_by_correlation(memory_store: DuckDBStore, key: str) -> None:
     target = make_call(session_id="sess-target")
     memory_store.append_tool_calls([target, make_call(), make_call()])
     rows = run_query(
-        memory_store.cursor(), "calls_by_correlation", {"id": getattr(target, key)}
+        memory_store.cursor(),
+        "calls_by_correlation",
+        {
+            "id": getattr(target, key),
+            "since": "2026-11-29T00:00:00Z",
+            "until": "2026-12-01T00:00:00Z",
+        },
     ).to_pylist()
     assert [r["span_id"] for r in rows] == [target.span_id]

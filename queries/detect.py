@@ -1,0 +1,1381 @@
+"""Detection: deploy regressions, new error signatures, spikes and loop misuse.
+
+The one statistics module: the dashboard, `errscope check`, `errscope findings`, the
+tests and the benchmarks all call it.  SQL does the counting (named queries, so it works
+the same on a file and through the query API); this module does the statistics on the
+small tables the queries return.  docs/detection.md explains the methods.
+
+Layers:
+- `detect_deploy`, `detect_spikes`, `detect_loop_misuse`, `detect_all` read a
+  `QuerySource` and return findings; every query they run is bounded by `as_of`, so
+  evaluating "as if it were 10:05" sees nothing written after 10:05.
+- `DeployCounts` / `evaluate_deploy` and `SpikeSeries` / `evaluate_spike_series` are
+  pure: arrays in, verdicts out.  The benchmarks drive them with simulated counts.
+- `mixture_e_values`, `binom_sf`, `rate_ratio_ci`, `benjamini_hochberg`, `dispersion`
+  are the statistical primitives, each valid on its own.
+
+Nothing here raises on sparse or empty data: too little data is a verdict
+(`INSUFFICIENT_DATA`), never an exception and never a pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Final, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+from scipy import special, stats
+
+from queries.findings import Finding, FindingKind, Verdict
+
+__all__ = [
+    "AGGREGATE_TOOL",
+    "DEFAULT_CONFIG",
+    "DeployCounts",
+    "DeployEvaluation",
+    "DeployInfo",
+    "DeployReport",
+    "DetectConfig",
+    "SignatureTest",
+    "SpikeAlarm",
+    "SpikeSeries",
+    "TestResult",
+    "benjamini_hochberg",
+    "binom_sf",
+    "counts_from_table",
+    "detect_all",
+    "detect_deploy",
+    "detect_loop_misuse",
+    "detect_spikes",
+    "dispersion",
+    "evaluate_deploy",
+    "evaluate_spike_series",
+    "find_deploy",
+    "mixture_e_values",
+    "rate_ratio_ci",
+    "signature_tests",
+    "spike_label",
+    "spike_series_from_table",
+    "with_codes",
+]
+
+Array = npt.NDArray[np.float64]
+
+#: The pseudo-tool of the service-wide test of one code (all tools pooled).
+AGGREGATE_TOOL: Final = "*"
+_MINUTE: Final = timedelta(minutes=1)
+
+
+class Source(Protocol):
+    """The part of `queries.source.QuerySource` detection needs."""
+
+    def run(self, name: str, params: Mapping[str, object] | None = None) -> pa.Table:
+        """Run a named query."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class DetectConfig:
+    """Every threshold detection uses; the defaults are docs/detection.md's.
+
+    Deploys: `q` is the per-deploy false-discovery level (Benjamini-Hochberg over every
+    test of the deploy); `theta0` the largest increase still counted as noise (drift);
+    `min_ratio`, `min_errors` and the baseline minimums are the guards below which a
+    test can neither find a regression nor pass.  `looks_s` are the fixed looks of the
+    baseline comparison and `look_weights` the share of the error rate each look spends.
+    Spikes: `spike_p` per bucket, two consecutive buckets, at least `spike_min_count`
+    errors and `spike_min_ratio` times the expected count.
+    """
+
+    codes: tuple[str, ...] = ("invalid_args", "not_found")
+    q: float = 0.01
+    theta0: float = 1.1
+    thetas: tuple[float, ...] = (1.5, 2.0, 3.0, 5.0, 10.0)
+    min_ratio: float = 1.5
+    min_errors: int = 5
+    min_baseline_errors: int = 20
+    min_baseline_calls: int = 600
+    baseline_s: int = 3600
+    looks_s: tuple[int, ...] = (300, 900, 1800, 3600)
+    look_weights: tuple[float, ...] = (0.5, 0.25, 0.15, 0.1)
+    horizon_s: int = 7200
+    healthy_after_s: int = 900
+    cutover_share: float = 0.95
+    max_dispersion: float = 4.0
+    ci_level: float = 0.95
+    signature_history_s: int = 7 * 86400
+    signature_min_traces: int = 3
+    signature_min_ids: int = 2
+    signature_min_baseline_calls: int = 1000
+    signature_p: float = 1e-3
+    spike_code: str = "not_found"
+    spike_bucket_s: int = 300
+    spike_recent_s: int = 3600
+    spike_history_days: int = 7
+    spike_min_days: int = 3
+    spike_p: float = 1e-4
+    spike_min_count: int = 10
+    spike_min_ratio: float = 2.0
+    spike_broad_tools: int = 3
+    spike_deploy_window_s: int = 1800
+    loop_window_s: int = 3600
+    first_ids: int = 5
+
+
+DEFAULT_CONFIG: Final = DetectConfig()
+
+
+# ===================================================================== primitives
+
+
+def binom_sf(k: Array | float, n: Array | float, p: Array | float) -> Array:
+    """P(X >= k) for X ~ Binomial(n, p), for real k and n (deflated counts allowed).
+
+    Uses the regularised incomplete beta function, I_p(k, n - k + 1); k <= 0 gives 1.
+    """
+    k_ = np.asarray(k, dtype=np.float64)
+    n_ = np.asarray(n, dtype=np.float64)
+    p_ = np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = special.betainc(np.maximum(k_, 1e-12), np.maximum(n_ - k_ + 1.0, 1e-12), p_)
+    out = np.where(k_ <= 0, 1.0, out)
+    return np.asarray(np.clip(np.nan_to_num(out, nan=1.0), 0.0, 1.0), dtype=np.float64)
+
+
+def mixture_e_values(
+    x_new: Array,
+    x_old: Array,
+    share_new: Array,
+    *,
+    thetas: Sequence[float] = DEFAULT_CONFIG.thetas,
+    theta0: float = DEFAULT_CONFIG.theta0,
+) -> Array:
+    """The running e-value of a grid-mixture SPRT on the new version's share of errors.
+
+    Conditional on the errors in a minute, the new version's count is binomial with
+    success probability p(theta) = theta*rho / (theta*rho + 1 - rho), rho being its share
+    of calls.  Against the null theta <= theta0 the running product of likelihood ratios,
+    averaged over the grid `thetas`, is a non-negative supermartingale, so by Ville's
+    inequality P(sup_t E_t >= 1/alpha) <= alpha however often it is looked at.
+
+    Arrays are (..., minutes); minutes where rho is 0 or 1 carry no information.  Returns
+    E_t with the same shape.
+    """
+    rho = np.asarray(share_new, dtype=np.float64)
+    valid = (rho > 0.0) & (rho < 1.0)
+    rho = np.where(valid, rho, 0.5)
+    x1 = np.where(valid, x_new, 0.0)
+    x0 = np.where(valid, x_old, 0.0)
+    p0 = theta0 * rho / (theta0 * rho + 1.0 - rho)
+    log_sum: Array | None = None
+    grid = np.asarray(thetas, dtype=np.float64)
+    for theta in grid:
+        p1 = theta * rho / (theta * rho + 1.0 - rho)
+        step = x1 * np.log(p1 / p0) + x0 * np.log((1.0 - p1) / (1.0 - p0))
+        cum = np.cumsum(step, axis=-1)
+        log_sum = cum if log_sum is None else np.logaddexp(log_sum, cum)
+    if log_sum is None:
+        return np.zeros(np.shape(x1))
+    return np.asarray(np.exp(log_sum - math.log(len(grid))), dtype=np.float64)
+
+
+def rate_ratio_ci(
+    x_new: float, n_new: float, x_old: float, n_old: float, *, level: float = 0.95
+) -> tuple[float, float]:
+    """Exact (Clopper-Pearson, conditional) CI of (x_new/n_new) / (x_old/n_old).
+
+    Conditional on the total, x_new is binomial with p = theta*n_new/(theta*n_new+n_old);
+    the CI of p maps to theta = p/(1-p) * n_old/n_new.  Real-valued counts are allowed.
+    """
+    total = x_new + x_old
+    if n_new <= 0 or n_old <= 0 or total <= 0:
+        return (0.0, math.inf)
+    tail = (1.0 - level) / 2.0
+    lo_p = float(stats.beta.ppf(tail, x_new, x_old + 1.0)) if x_new > 0 else 0.0
+    hi_p = float(stats.beta.ppf(1.0 - tail, x_new + 1.0, x_old)) if x_old > 0 else 1.0
+
+    def to_theta(p: float) -> float:
+        return math.inf if p >= 1.0 else p / (1.0 - p) * n_old / n_new
+
+    return (to_theta(lo_p), to_theta(hi_p))
+
+
+def benjamini_hochberg(p_values: Sequence[float] | Array) -> Array:
+    """BH-adjusted p-values (q-values); an empty family gives an empty array."""
+    p = np.asarray(p_values, dtype=np.float64)
+    if p.size == 0:
+        return p
+    adjusted = stats.false_discovery_control(np.clip(p, 0.0, 1.0), method="bh")
+    return np.asarray(adjusted, dtype=np.float64)
+
+
+def dispersion(counts: Array, expected: Array, *, min_cells: int = 5, cap: float = 4.0) -> float:
+    """Pearson dispersion of counts around their expectation, pooled to cells >= 5 expected.
+
+    Cells are merged in order until each expects at least five events (sparse Pearson
+    residuals are dominated by single events); with fewer than `min_cells` merged cells
+    the answer is 1 (Poisson).  The result is clipped to [1, cap].
+    """
+    x = np.asarray(counts, dtype=np.float64).ravel()
+    mu = np.asarray(expected, dtype=np.float64).ravel()
+    if mu.size == 0 or float(mu.sum()) <= 0:
+        return 1.0
+    mean = float(mu.mean())
+    block = max(1, math.ceil(5.0 / mean)) if mean > 0 else 1
+    cells = mu.size // block
+    if cells < min_cells:
+        return 1.0
+    xs = x[: cells * block].reshape(cells, block).sum(axis=1)
+    ms = mu[: cells * block].reshape(cells, block).sum(axis=1)
+    keep = ms > 0
+    chi2 = float((((xs - ms) ** 2)[keep] / ms[keep]).sum())
+    df = int(keep.sum()) - 1
+    if df < min_cells - 1:
+        return 1.0
+    return float(min(cap, max(1.0, chi2 / df)))
+
+
+# ===================================================================== deploys
+
+
+@dataclass(frozen=True, slots=True)
+class DeployInfo:
+    """A deploy as `deploy_markers` returns it."""
+
+    service: str
+    version: str
+    environment: str | None
+    ts: datetime
+    previous_version: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeployCounts:
+    """Per-minute counts around one deploy, as arrays.
+
+    Minute index 0 is the deploy's minute; `start_min` (negative) is the first baseline
+    minute.  `calls[v, t, m]` are the calls of tool t by version v (0 old, 1 new);
+    `units[v, t, c, m]` distinct traces first failing with code c that minute and
+    `errors[v, t, c, m]` the calls with code c.  `field_units[v, f, m]` splits units by
+    `field_keys[f] = (tool index, code index, field)`.
+    """
+
+    deploy: DeployInfo
+    tools: tuple[str, ...]
+    codes: tuple[str, ...]
+    start_min: int
+    calls: Array
+    units: Array
+    errors: Array
+    field_keys: tuple[tuple[int, int, str | None], ...]
+    field_units: Array
+
+    @property
+    def minutes(self) -> int:
+        """How many minutes the arrays cover."""
+        return int(self.calls.shape[-1])
+
+
+@dataclass(frozen=True, slots=True)
+class TestResult:
+    """One (tool, code) test of one deploy, as of one evaluation time."""
+
+    tool: str
+    code: str
+    field: str | None
+    p_value: float
+    p_adjusted: float
+    ratio: float | None
+    ratio_ci: tuple[float, float] | None
+    units_new: float
+    errors_new: float
+    calls_new: float
+    units_old: float
+    errors_old: float
+    calls_old: float
+    baseline_ok: bool
+    sufficient: bool
+    finding: bool
+    excess_share: float | None
+    phase: str
+    storm: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureTest:
+    """A (tool, code, field) of the new version never seen in the earlier exposure."""
+
+    tool: str
+    code: str
+    field: str | None
+    traces: int
+    errors: int
+    ids: int
+    calls_new: int
+    calls_old: int
+    first_ts: datetime | None
+    p_value: float
+    baseline_ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeployEvaluation:
+    """The verdict on one deploy at one elapsed time, with every test behind it."""
+
+    verdict: Verdict
+    elapsed_min: int
+    cutover_min: int
+    dispersion: dict[str, float]
+    tests: tuple[TestResult, ...]
+    signatures: tuple[tuple[SignatureTest, float, bool], ...]
+    reason: str
+
+    @property
+    def findings(self) -> tuple[TestResult, ...]:
+        """The tests that found a regression."""
+        return tuple(t for t in self.tests if t.finding)
+
+
+def counts_from_table(
+    table: pa.Table, deploy: DeployInfo, codes: Sequence[str], *, baseline_s: int, until: datetime
+) -> DeployCounts:
+    """Turn `deploy_minute_counts` rows into `DeployCounts` (minutes up to `until`)."""
+    origin = deploy.ts.astimezone(UTC).replace(second=0, microsecond=0)
+    start_min = -math.ceil(baseline_s / 60)
+    end_min = max(1, math.ceil((until - origin).total_seconds() / 60))
+    n_min = end_min - start_min
+    rows = table.to_pylist()
+    tools = tuple(sorted({str(r["tool"]) for r in rows}))
+    tool_ix = {t: i for i, t in enumerate(tools)}
+    code_ix = {c: i for i, c in enumerate(codes)}
+    calls = np.zeros((2, len(tools), n_min))
+    units = np.zeros((2, len(tools), len(codes), n_min))
+    errors = np.zeros_like(units)
+    field_ix: dict[tuple[int, int, str | None], int] = {}
+    field_rows: list[tuple[int, int, int, float]] = []
+    seen_tool_minute: set[tuple[int, int, int]] = set()
+    for r in rows:
+        minute = r["minute"].astimezone(UTC)
+        m = int((minute - origin).total_seconds() // 60) - start_min
+        if not 0 <= m < n_min:
+            continue
+        v = 1 if r["version"] == deploy.version else 0
+        t = tool_ix[str(r["tool"])]
+        if (v, t, m) not in seen_tool_minute:
+            seen_tool_minute.add((v, t, m))
+            calls[v, t, m] = float(r["calls"])
+        c = code_ix.get(str(r["code"]))
+        if c is None:
+            continue
+        units[v, t, c, m] += float(r["units"])
+        errors[v, t, c, m] += float(r["n"])
+        key = (t, c, r["field"])
+        f = field_ix.setdefault(key, len(field_ix))
+        field_rows.append((v, f, m, float(r["units"])))
+    field_units = np.zeros((2, len(field_ix), n_min))
+    for v, f, m, u in field_rows:
+        field_units[v, f, m] += u
+    return DeployCounts(
+        deploy=deploy,
+        tools=tools,
+        codes=tuple(codes),
+        start_min=start_min,
+        calls=calls,
+        units=units,
+        errors=errors,
+        field_keys=tuple(field_ix),
+        field_units=field_units,
+    )
+
+
+def _cutover_minute(counts: DeployCounts, elapsed: int, share: float) -> int:
+    """One past the last minute both versions served (the new one under `share`)."""
+    lo = -counts.start_min
+    new = counts.calls[1].sum(axis=0)[lo : lo + elapsed]
+    old = counts.calls[0].sum(axis=0)[lo : lo + elapsed]
+    total = new + old
+    with np.errstate(invalid="ignore", divide="ignore"):
+        overlap = (new > 0) & (old > 0) & (new / np.where(total > 0, total, 1) < share)
+    idx = np.flatnonzero(overlap)
+    return int(idx[-1]) + 1 if idx.size else 0
+
+
+def _look_p_values(
+    x1: Array, n1: Array, x0: Array, n0: Array, *, phi: Array, theta0: float
+) -> Array:
+    """One-sided exact conditional p-values of rate_new <= theta0 * rate_old."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_null = theta0 * n1 / (theta0 * n1 + n0)
+    p = binom_sf(x1 / phi, (x1 + x0) / phi, p_null)
+    return np.where((n1 > 0) & (n0 > 0), p, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sums:
+    """Per-(tool, code) totals of one evaluation; the last tool row is the service pool."""
+
+    units_new: Array
+    calls_new: Array
+    errors_new: Array
+    units_old: Array
+    calls_old: Array
+    errors_old: Array
+
+
+def _with_pool(values: Array) -> Array:
+    """Append the sum over tools (axis 1) as one more tool: the service-wide test."""
+    return np.concatenate([values, values.sum(axis=1, keepdims=True)], axis=1)
+
+
+def _dispersions(
+    counts: DeployCounts, calls_old: Array, units_old: Array, base_end: int, cap: float
+) -> dict[str, float]:
+    """Over-dispersion per code, from the old version's baseline minutes (service-wide)."""
+    phis: dict[str, float] = {}
+    for code_i, code in enumerate(counts.codes):
+        cw = calls_old[-1, :base_end]
+        uw = units_old[-1, code_i, :base_end]
+        rate = float(uw.sum()) / float(cw.sum()) if cw.sum() > 0 else 0.0
+        phis[code] = dispersion(uw, cw * rate, cap=cap)
+    return phis
+
+
+def _look_tests(
+    calls: Array, units: Array, *, lo: int, cut: int, elapsed: int, phi: Array, config: DetectConfig
+) -> Array:
+    """Weighted-Bonferroni p-values of the fixed looks against the previous version."""
+    n_tools, n_codes = units.shape[1], units.shape[2]
+    cum_units = np.cumsum(units[1, :, :, lo : lo + elapsed], axis=-1)
+    cum_calls = np.cumsum(calls[1, :, lo : lo + elapsed], axis=-1)[:, None, :]
+    p_look = np.ones((n_tools, n_codes))
+    for look_s, weight in zip(config.looks_s, config.look_weights, strict=True):
+        look = look_s // 60
+        if look > elapsed or look <= 0:
+            continue
+        look_end = lo + min(cut, look)
+        x0 = units[0, :, :, :look_end].sum(axis=-1)
+        n0 = calls[0, :, None, :look_end].sum(axis=-1)
+        x1 = cum_units[:, :, look - 1]
+        n1 = np.broadcast_to(cum_calls[:, :, look - 1], x1.shape)
+        p = _look_p_values(x1, n1, x0, np.broadcast_to(n0, x0.shape), phi=phi, theta0=config.theta0)
+        p_look = np.minimum(p_look, np.minimum(1.0, p / weight))
+    return p_look
+
+
+def _sequential_tests(
+    calls: Array, units: Array, *, lo: int, cut: int, elapsed: int, config: DetectConfig
+) -> Array:
+    """Anytime-valid p-values 1 / max E_t of the mixture SPRT over the overlap minutes."""
+    span = slice(lo, lo + min(cut, elapsed))
+    new, old = calls[1, :, None, span], calls[0, :, None, span]
+    total = new + old
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.where(total > 0, new / np.where(total > 0, total, 1.0), 0.0)
+    rho = np.broadcast_to(rho, units[1, :, :, span].shape)
+    e = mixture_e_values(
+        units[1, :, :, span], units[0, :, :, span], rho, thetas=config.thetas, theta0=config.theta0
+    )
+    if e.shape[-1] == 0:
+        return np.ones(e.shape[:-1])
+    return np.asarray(np.minimum(1.0, 1.0 / np.maximum(e.max(axis=-1), 1e-300)), dtype=np.float64)
+
+
+def _sums(
+    calls: Array, units: Array, errors: Array, *, lo: int, base_end: int, elapsed: int
+) -> _Sums:
+    new = slice(lo, lo + elapsed)
+    shape = units.shape[1:3]
+    return _Sums(
+        units_new=units[1, :, :, new].sum(axis=-1),
+        calls_new=np.broadcast_to(calls[1, :, None, new].sum(axis=-1), shape).copy(),
+        errors_new=errors[1, :, :, new].sum(axis=-1),
+        units_old=units[0, :, :, :base_end].sum(axis=-1),
+        calls_old=np.broadcast_to(calls[0, :, None, :base_end].sum(axis=-1), shape).copy(),
+        errors_old=errors[0, :, :, :base_end].sum(axis=-1),
+    )
+
+
+def _ratio(x1: Array, n1: Array, x0: Array, n0: Array) -> Array:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate1 = x1 / np.where(n1 > 0, n1, 1.0)
+        rate0 = x0 / np.where(n0 > 0, n0, 1.0)
+        out = np.where(rate0 > 0, rate1 / np.where(rate0 > 0, rate0, 1.0), np.inf)
+    return np.asarray(np.where(n1 > 0, out, 0.0), dtype=np.float64)
+
+
+def evaluate_deploy(
+    counts: DeployCounts,
+    elapsed_min: int,
+    config: DetectConfig = DEFAULT_CONFIG,
+    signatures: Sequence[SignatureTest] = (),
+) -> DeployEvaluation:
+    """The verdict on a deploy `elapsed_min` minutes after it, from counts alone.
+
+    Every (tool, code) and the service-wide pool of each code is tested two ways:
+    - the overlap phase (both versions serving): a grid-mixture SPRT on the new version's
+      share of failing traces, anytime-valid, checked every minute;
+    - against the previous version's last `baseline_s` (plus its overlap minutes): an exact
+      conditional binomial test at the fixed looks, each spending `look_weights` of the
+      error rate, with counts deflated by the baseline's over-dispersion.
+    The two p-values are combined by Bonferroni; Benjamini-Hochberg runs over every test
+    and new signature of the deploy.  A finding needs q <= `q`, at least `min_errors`
+    failing traces, ratio >= `min_ratio` and a sufficient baseline.
+    """
+    elapsed = max(0, min(elapsed_min, counts.minutes + counts.start_min))
+    lo = -counts.start_min
+    cut = _cutover_minute(counts, elapsed, config.cutover_share)
+    base_end = lo + cut
+    calls, units, errors = (
+        _with_pool(counts.calls),
+        _with_pool(counts.units),
+        _with_pool(counts.errors),
+    )
+    tools = (*counts.tools, AGGREGATE_TOOL)
+    phis = _dispersions(counts, calls[0], units[0], base_end, config.max_dispersion)
+    phi = np.array([phis[c] for c in counts.codes])[None, :]
+    p_look = _look_tests(calls, units, lo=lo, cut=cut, elapsed=elapsed, phi=phi, config=config)
+    has_overlap = cut > 0
+    if has_overlap:
+        p_seq = _sequential_tests(calls, units, lo=lo, cut=cut, elapsed=elapsed, config=config)
+        p_raw = np.minimum(1.0, 2.0 * np.minimum(p_seq, p_look))
+    else:
+        p_raw = p_look
+    s = _sums(calls, units, errors, lo=lo, base_end=base_end, elapsed=elapsed)
+    ratio = _ratio(s.units_new, s.calls_new, s.units_old, s.calls_old)
+    raw_ratio = _ratio(s.errors_new, s.calls_new, s.errors_old, s.calls_old)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = np.where(
+            s.calls_old > 0,
+            s.calls_new * s.units_old / np.where(s.calls_old > 0, s.calls_old, 1),
+            0,
+        )
+    baseline_ok = (s.calls_old > 0) & (
+        (s.units_old >= config.min_baseline_errors) | (s.calls_old >= config.min_baseline_calls)
+    )
+    # A code the previous version never had is judged on exposure alone.
+    quiet_ok = (s.units_old == 0) & (s.calls_new >= 0.25 * s.calls_old)
+    sufficient = baseline_ok & (
+        (s.units_new >= config.min_errors) | (expected >= config.min_errors) | quiet_ok
+    )
+    tested = baseline_ok & (s.calls_new > 0)
+    sig_list = [sig for sig in signatures if sig.baseline_ok]
+    adjusted = benjamini_hochberg(
+        np.concatenate([p_raw[tested], np.array([sig.p_value for sig in sig_list])])
+    )
+    p_adj = np.ones_like(p_raw)
+    p_adj[tested] = adjusted[: int(tested.sum())]
+    is_finding = (
+        tested
+        & (p_adj <= config.q)
+        & (s.units_new >= config.min_errors)
+        & (ratio >= config.min_ratio)
+    )
+    # A storm: raw errors well above the failing traces, while the traces show no effect.
+    storm = (
+        ~is_finding
+        & (raw_ratio >= max(config.min_ratio, 2.0))
+        & (s.errors_new >= 3 * np.maximum(s.units_new, 1))
+    )
+    excess = np.maximum(0.0, s.units_new - expected)
+    total_excess = excess[:-1].sum(axis=0)
+    phase = _phase(has_overlap, cut, elapsed)
+    results: list[TestResult] = []
+    for t, c in np.ndindex(p_raw.shape):
+        found = bool(is_finding[t, c])
+        ci = None
+        if found:
+            f = phis[counts.codes[c]]
+            ci = rate_ratio_ci(
+                float(s.units_new[t, c]) / f,
+                float(s.calls_new[t, c]),
+                float(s.units_old[t, c]) / f,
+                float(s.calls_old[t, c]),
+                level=config.ci_level,
+            )
+        results.append(
+            TestResult(
+                tool=tools[t],
+                code=counts.codes[c],
+                field=_top_field(counts, t, c, lo=lo, elapsed=elapsed, base_end=base_end)
+                if found
+                else None,
+                p_value=float(p_raw[t, c]),
+                p_adjusted=float(p_adj[t, c]),
+                ratio=float(ratio[t, c]) if math.isfinite(ratio[t, c]) else None,
+                ratio_ci=ci,
+                units_new=float(s.units_new[t, c]),
+                errors_new=float(s.errors_new[t, c]),
+                calls_new=float(s.calls_new[t, c]),
+                units_old=float(s.units_old[t, c]),
+                errors_old=float(s.errors_old[t, c]),
+                calls_old=float(s.calls_old[t, c]),
+                baseline_ok=bool(baseline_ok[t, c]),
+                sufficient=bool(sufficient[t, c]),
+                finding=found,
+                excess_share=(
+                    float(excess[t, c] / total_excess[c]) if total_excess[c] > 0 else None
+                ),
+                phase=phase,
+                storm=bool(storm[t, c]),
+            )
+        )
+    sig_results = tuple(
+        (sig, float(a), bool(a <= config.q and sig.p_value <= config.signature_p))
+        for sig, a in zip(sig_list, adjusted[int(tested.sum()) :], strict=True)
+    )
+    verdict, reason = _verdict(results, sig_results, elapsed, counts.codes, config)
+    return DeployEvaluation(
+        verdict=verdict,
+        elapsed_min=elapsed,
+        cutover_min=cut,
+        dispersion=phis,
+        tests=tuple(results),
+        signatures=sig_results,
+        reason=reason,
+    )
+
+
+def _phase(has_overlap: bool, cut: int, elapsed: int) -> str:
+    if not has_overlap:
+        return "cutover"
+    return "overlap" if cut >= elapsed else "overlap+cutover"
+
+
+def _top_field(
+    counts: DeployCounts, tool: int, code: int, *, lo: int, elapsed: int, base_end: int
+) -> str | None:
+    """The field that accounts for most of the excess, when it accounts for at least half."""
+    n1 = counts.calls[1, :, lo : lo + elapsed].sum(axis=-1)
+    n0 = counts.calls[0, :, :base_end].sum(axis=-1)
+    excess: dict[str | None, float] = {}
+    for f, (t, c, name) in enumerate(counts.field_keys):
+        if c != code or (tool < len(counts.tools) and t != tool):
+            continue
+        x1 = float(counts.field_units[1, f, lo : lo + elapsed].sum())
+        x0 = float(counts.field_units[0, f, :base_end].sum())
+        rate0 = x0 / float(n0[t]) if n0[t] > 0 else 0.0
+        excess[name] = excess.get(name, 0.0) + max(0.0, x1 - float(n1[t]) * rate0)
+    total = sum(excess.values())
+    if total <= 0:
+        return None
+    name, best = max(excess.items(), key=lambda kv: kv[1])
+    return name if best >= 0.5 * total else None
+
+
+def _verdict(
+    results: Sequence[TestResult],
+    signatures: Sequence[tuple[SignatureTest, float, bool]],
+    elapsed: int,
+    codes: Sequence[str],
+    config: DetectConfig,
+) -> tuple[Verdict, str]:
+    found = [r for r in results if r.finding]
+    new_sigs = [s for s, _, hit in signatures if hit]
+    if found or new_sigs:
+        parts = [f"{r.tool}/{r.code} x{(r.ratio or math.inf):.2g}" for r in found]
+        parts += [f"new {s.tool}/{s.code}/{s.field}" for s in new_sigs]
+        return Verdict.REGRESSION, "regression: " + ", ".join(parts)
+    pooled = {r.code: r for r in results if r.tool == AGGREGATE_TOOL}
+    missing = [c for c in codes if c not in pooled or not pooled[c].sufficient]
+    if missing:
+        why = []
+        for code in missing:
+            r = pooled.get(code)
+            if r is None or not r.baseline_ok:
+                why.append(f"{code}: previous version's exposure too small")
+            else:
+                why.append(f"{code}: too few calls on the new version")
+        return Verdict.INSUFFICIENT_DATA, "insufficient data: " + "; ".join(why)
+    if elapsed * 60 < config.healthy_after_s:
+        return (
+            Verdict.INSUFFICIENT_DATA,
+            f"insufficient data: observed {elapsed} min, a pass needs "
+            f"{config.healthy_after_s // 60} min",
+        )
+    return Verdict.HEALTHY, f"healthy: no regression after {elapsed} min"
+
+
+def signature_tests(
+    new: pa.Table, old: pa.Table, codes: Sequence[str], config: DetectConfig = DEFAULT_CONFIG
+) -> list[SignatureTest]:
+    """New (tool, code, field) signatures from two `signature_exposure` tables.
+
+    A signature is new when the earlier exposure never had it; its exact conditional
+    p-value is (n_new / (n_new + n_old)) ** traces: every failing trace fell on the new
+    version although the old one had n_old calls of the tool.
+    """
+    old_rows = old.to_pylist()
+    seen = {(r["tool"], r["code"], r["field"]) for r in old_rows}
+    old_calls = {r["tool"]: int(r["calls"]) for r in old_rows}
+    out: list[SignatureTest] = []
+    for r in new.to_pylist():
+        key = (r["tool"], r["code"], r["field"])
+        if r["code"] not in codes or key in seen:
+            continue
+        traces, ids = int(r["traces"]), int(r["ids"])
+        if traces < config.signature_min_traces or ids < config.signature_min_ids:
+            continue
+        n1, n0 = int(r["calls"]), old_calls.get(r["tool"], 0)
+        p = (n1 / (n1 + n0)) ** traces if n0 > 0 else 1.0
+        out.append(
+            SignatureTest(
+                tool=str(r["tool"]),
+                code=str(r["code"]),
+                field=r["field"],
+                traces=traces,
+                errors=int(r["n"]),
+                ids=ids,
+                calls_new=n1,
+                calls_old=n0,
+                first_ts=r["first_ts"],
+                p_value=p,
+                baseline_ok=n0 >= config.signature_min_baseline_calls,
+            )
+        )
+    return out
+
+
+# ===================================================================== reading a source
+
+
+@dataclass(frozen=True, slots=True)
+class DeployReport:
+    """What `errscope check` prints: the verdict, its findings, and storms seen as notes."""
+
+    verdict: Verdict
+    reason: str
+    deploy: DeployInfo | None
+    findings: tuple[Finding, ...]
+    notes: tuple[Finding, ...] = ()
+    evaluation: DeployEvaluation | None = None
+
+
+def _now(as_of: datetime | None) -> datetime:
+    return (as_of or datetime.now(UTC)).astimezone(UTC)
+
+
+def find_deploy(
+    source: Source,
+    service: str,
+    version: str,
+    environment: str | None = None,
+    *,
+    as_of: datetime | None = None,
+) -> DeployInfo | None:
+    """The deploy marker of (service, version[, environment]) at or before `as_of`."""
+    now = _now(as_of)
+    table = source.run(
+        "deploy_markers",
+        {
+            "since": now - timedelta(days=365),
+            "until": now,
+            "service": service,
+            "environment": environment,
+            "version": version,
+        },
+    )
+    rows = table.to_pylist()
+    if not rows:
+        return None
+    row = rows[-1]
+    return DeployInfo(
+        service=row["service"],
+        version=row["version"],
+        environment=row["environment"],
+        ts=row["ts"].astimezone(UTC),
+        previous_version=row["previous_version"],
+    )
+
+
+def detect_deploy(
+    source: Source,
+    service: str,
+    version: str,
+    environment: str | None = None,
+    *,
+    as_of: datetime | None = None,
+    config: DetectConfig = DEFAULT_CONFIG,
+    deploy: DeployInfo | None = None,
+) -> DeployReport:
+    """Evaluate one deploy through named queries, as of `as_of` (default now).
+
+    `deploy` skips the marker lookup when the caller already has it (`detect_all`).
+    """
+    now = _now(as_of)
+    if deploy is None:
+        deploy = find_deploy(source, service, version, environment, as_of=now)
+    if deploy is None:
+        return DeployReport(
+            Verdict.INSUFFICIENT_DATA,
+            f"insufficient data: no deploy of {service} {version} seen by {now:%Y-%m-%dT%H:%M}Z",
+            None,
+            (),
+        )
+    until = min(now, deploy.ts + timedelta(seconds=config.horizon_s))
+    since = deploy.ts - timedelta(seconds=config.baseline_s)
+    table = source.run(
+        "deploy_minute_counts",
+        {
+            "service": deploy.service,
+            "environment": deploy.environment,
+            "new_version": deploy.version,
+            "old_version": deploy.previous_version,
+            "since": since,
+            "until": until,
+        },
+    )
+    counts = counts_from_table(
+        table, deploy, config.codes, baseline_s=config.baseline_s, until=until
+    )
+    sig_common = {"service": deploy.service, "environment": deploy.environment}
+    new_sig = source.run(
+        "signature_exposure",
+        {**sig_common, "version": deploy.version, "since": deploy.ts, "until": until},
+    )
+    old_sig = source.run(
+        "signature_exposure",
+        {
+            **sig_common,
+            "exclude_version": deploy.version,
+            "since": deploy.ts - timedelta(seconds=config.signature_history_s),
+            "until": deploy.ts,
+        },
+    )
+    sigs = signature_tests(new_sig, old_sig, config.codes, config)
+    origin = deploy.ts.replace(second=0, microsecond=0)
+    elapsed = math.ceil((until - origin).total_seconds() / 60)
+    evaluation = evaluate_deploy(counts, elapsed, config, sigs)
+    ids: dict[tuple[str, str, str | None], list[str]] = {}
+    if evaluation.verdict is Verdict.REGRESSION or any(t.storm for t in evaluation.tests):
+        first = source.run(
+            "first_failing_calls",
+            {
+                **sig_common,
+                "version": deploy.version,
+                "since": deploy.ts,
+                "until": until,
+                "per_group": config.first_ids,
+            },
+        )
+        for r in first.to_pylist():
+            ids.setdefault((r["tool"], r["code"], r["field"]), []).append(r["correlation_id"])
+    findings, notes = _deploy_findings(deploy, evaluation, ids, until, config)
+    return DeployReport(evaluation.verdict, evaluation.reason, deploy, findings, notes, evaluation)
+
+
+def _ids_for(
+    ids: Mapping[tuple[str, str, str | None], list[str]],
+    tool: str,
+    code: str,
+    fld: str | None,
+    limit: int,
+) -> tuple[str, ...]:
+    if tool != AGGREGATE_TOOL and (tool, code, fld) in ids:
+        return tuple(ids[(tool, code, fld)][:limit])
+    picked = [
+        i
+        for (t, c, _), values in sorted(ids.items(), key=lambda kv: str(kv[0]))
+        for i in values
+        if c == code and (tool in (AGGREGATE_TOOL, t))
+    ]
+    return tuple(dict.fromkeys(picked))[:limit]
+
+
+def _deploy_findings(
+    deploy: DeployInfo,
+    evaluation: DeployEvaluation,
+    ids: Mapping[tuple[str, str, str | None], list[str]],
+    until: datetime,
+    config: DetectConfig,
+) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
+    findings: list[Finding] = []
+    notes: list[Finding] = []
+    # A pooled finding only adds to per-tool findings of the same code when none exists.
+    tool_codes = {t.code for t in evaluation.findings if t.tool != AGGREGATE_TOOL}
+    for t in evaluation.tests:
+        if t.finding and not (t.tool == AGGREGATE_TOOL and t.code in tool_codes):
+            tool = None if t.tool == AGGREGATE_TOOL else t.tool
+            findings.append(
+                Finding(
+                    kind=FindingKind.DEPLOY_REGRESSION,
+                    code=t.code,
+                    tool=tool,
+                    field=t.field,
+                    window_start=deploy.ts,
+                    window_end=until,
+                    calls_before=int(t.calls_old),
+                    errors_before=int(t.errors_old),
+                    calls_after=int(t.calls_new),
+                    errors_after=int(t.errors_new),
+                    traces_after=int(t.units_new),
+                    ratio=t.ratio,
+                    ratio_ci=t.ratio_ci,
+                    p_value=t.p_value,
+                    p_adjusted=t.p_adjusted,
+                    excess_share=t.excess_share,
+                    phase=t.phase,
+                    correlation_ids=_ids_for(ids, t.tool, t.code, t.field, config.first_ids),
+                    summary=(
+                        f"{t.code} on {tool or 'all tools'}"
+                        + (f" field {t.field}" if t.field else "")
+                        + f": {_pct(t.errors_old, t.calls_old)} -> "
+                        f"{_pct(t.errors_new, t.calls_new)} of calls, x{_fmt(t.ratio)} "
+                        f"({int(t.units_new)} traces), q={t.p_adjusted:.2g}"
+                    ),
+                    service=deploy.service,
+                    version=deploy.version,
+                    environment=deploy.environment,
+                    previous_version=deploy.previous_version,
+                    detected_at=until,
+                )
+            )
+        elif t.storm and t.tool != AGGREGATE_TOOL:
+            notes.append(
+                Finding(
+                    kind=FindingKind.LOOP_MISUSE,
+                    code=t.code,
+                    tool=t.tool,
+                    window_start=deploy.ts,
+                    window_end=until,
+                    calls_before=int(t.calls_old),
+                    errors_before=int(t.errors_old),
+                    calls_after=int(t.calls_new),
+                    errors_after=int(t.errors_new),
+                    traces_after=int(t.units_new),
+                    label=("storm",),
+                    correlation_ids=_ids_for(ids, t.tool, t.code, None, config.first_ids),
+                    summary=(
+                        f"{int(t.errors_new)} {t.code} errors from only {int(t.units_new)} "
+                        f"traces on {t.tool}: retry loops, not a regression of the deploy"
+                    ),
+                    service=deploy.service,
+                    version=deploy.version,
+                    environment=deploy.environment,
+                    previous_version=deploy.previous_version,
+                    detected_at=until,
+                )
+            )
+    for s, adj, hit in evaluation.signatures:
+        if not hit:
+            continue
+        findings.append(
+            Finding(
+                kind=FindingKind.NEW_SIGNATURE,
+                code=s.code,
+                tool=s.tool,
+                field=s.field,
+                window_start=deploy.ts,
+                window_end=until,
+                calls_before=s.calls_old,
+                errors_before=0,
+                calls_after=s.calls_new,
+                errors_after=s.errors,
+                traces_after=s.traces,
+                p_value=s.p_value,
+                p_adjusted=adj,
+                correlation_ids=tuple(ids.get((s.tool, s.code, s.field), ())[: config.first_ids]),
+                summary=(
+                    f"new signature {s.tool}/{s.code}/{s.field}: {s.errors} calls in "
+                    f"{s.traces} traces, never in {s.calls_old} earlier calls"
+                ),
+                service=deploy.service,
+                version=deploy.version,
+                environment=deploy.environment,
+                previous_version=deploy.previous_version,
+                detected_at=until,
+            )
+        )
+    return tuple(findings), tuple(notes)
+
+
+def _pct(x: float, n: float) -> str:
+    return f"{100 * x / n:.2f}%" if n else "n/a"
+
+
+def _fmt(value: float | None) -> str:
+    return "inf" if value is None else f"{value:.2f}"
+
+
+# ===================================================================== spikes
+
+
+@dataclass(frozen=True, slots=True)
+class SpikeSeries:
+    """One (service, tool)'s slots of one code, as `spike_slots` returns them.
+
+    `recent_*[j]` is slot j of the recent window (0 newest); `hist_*[d, j + 1]` is slot j
+    (-1..R) on day d+1 before; `day_*` the last 24 hours' other slots (fallback baseline).
+    """
+
+    service: str
+    tool: str
+    recent_calls: Array
+    recent_errors: Array
+    hist_calls: Array
+    hist_errors: Array
+    day_calls: Array
+    day_errors: Array
+
+
+@dataclass(frozen=True, slots=True)
+class SpikeAlarm:
+    """Two consecutive significant slots of one (service, tool)."""
+
+    service: str
+    tool: str
+    slot: int
+    calls: float
+    errors: float
+    expected: float
+    calls_before: float
+    errors_before: float
+    p_value: float
+    dispersion: float
+    baseline: str
+
+
+def _expected_rates(series: SpikeSeries, config: DetectConfig) -> tuple[Array, str, float, float]:
+    """Expected error rate per recent slot: same slot ±1 on earlier days, else last 24 h."""
+    recent = series.recent_calls.size
+    hist_c, hist_e = series.hist_calls, series.hist_errors
+    days_with = int((hist_c.sum(axis=1) > 0).sum()) if hist_c.size else 0
+    if days_with >= config.spike_min_days:
+        # window sums of slots j-1, j, j+1 per day: columns j, j+1, j+2 of hist
+        win_c = hist_c[:, :recent] + hist_c[:, 1 : recent + 1] + hist_c[:, 2 : recent + 2]
+        win_e = hist_e[:, :recent] + hist_e[:, 1 : recent + 1] + hist_e[:, 2 : recent + 2]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rates = np.where(win_c > 0, win_e / np.where(win_c > 0, win_c, 1), np.nan)
+        ok = ~np.all(np.isnan(rates), axis=0)
+        med = np.full(recent, np.nan)
+        med[ok] = np.nanmedian(rates[:, ok], axis=0)
+        fallback = float(hist_e.sum() / hist_c.sum()) if hist_c.sum() > 0 else 0.0
+        return (
+            np.where(np.isnan(med), fallback, med),
+            "same_slot_previous_days",
+            float(hist_c.sum()),
+            float(hist_e.sum()),
+        )
+    calls, errs = series.day_calls, series.day_errors
+    hours = calls.size // 12
+    if hours >= 3:
+        hc = calls[: hours * 12].reshape(hours, 12).sum(axis=1)
+        he = errs[: hours * 12].reshape(hours, 12).sum(axis=1)
+        keep = hc > 0
+        rate = float(np.median(he[keep] / hc[keep])) if keep.any() else 0.0
+    else:
+        rate = float(errs.sum() / calls.sum()) if calls.sum() > 0 else 0.0
+    return np.full(recent, rate), "last_24h", float(calls.sum()), float(errs.sum())
+
+
+def _robust_dispersion(series: SpikeSeries, rate: float, cap: float) -> float:
+    """max(1, (MAD of Pearson residuals)^2) over last-24 h cells expecting >= 5 errors."""
+    calls, errs = series.day_calls, series.day_errors
+    if rate <= 0 or calls.size == 0:
+        return 1.0
+    per_slot = float(calls.mean()) * rate
+    block = max(1, math.ceil(5.0 / per_slot)) if per_slot > 0 else calls.size
+    cells = calls.size // block
+    if cells < 12:
+        return 1.0
+    c = calls[: cells * block].reshape(cells, block).sum(axis=1)
+    e = errs[: cells * block].reshape(cells, block).sum(axis=1)
+    mu = c * rate
+    keep = mu > 0
+    resid = (e[keep] - mu[keep]) / np.sqrt(mu[keep])
+    mad = float(stats.median_abs_deviation(resid, scale="normal"))
+    return float(min(cap, max(1.0, mad**2)))
+
+
+def evaluate_spike_series(
+    series: SpikeSeries, config: DetectConfig = DEFAULT_CONFIG
+) -> SpikeAlarm | None:
+    """The newest pair of consecutive significant slots of one (service, tool), if any.
+
+    Expected count mu = calls x expected rate, so a traffic-only burst raises mu with the
+    count and does not alarm.  The tail probability is negative-binomial with variance
+    phi*mu (phi robustly estimated), Poisson when phi is 1.
+    """
+    rates, basis, calls_before, errors_before = _expected_rates(series, config)
+    pooled = float(np.nanmedian(rates)) if rates.size else 0.0
+    phi = _robust_dispersion(series, pooled, config.max_dispersion)
+    k = series.recent_errors
+    mu = np.maximum(series.recent_calls * rates, 1e-9)
+    if phi > 1.0 + 1e-6:
+        size = mu / (phi - 1.0)
+        p = stats.nbinom.sf(k - 1, size, 1.0 / phi)
+    else:
+        p = stats.poisson.sf(k - 1, mu)
+    hit = (
+        (np.asarray(p) < config.spike_p)
+        & (k >= config.spike_min_count)
+        & (k >= config.spike_min_ratio * mu)
+    )
+    for j in range(k.size - 1):
+        if hit[j] and hit[j + 1]:
+            return SpikeAlarm(
+                service=series.service,
+                tool=series.tool,
+                slot=j,
+                calls=float(series.recent_calls[j] + series.recent_calls[j + 1]),
+                errors=float(k[j] + k[j + 1]),
+                expected=float(mu[j] + mu[j + 1]),
+                calls_before=calls_before,
+                errors_before=errors_before,
+                p_value=float(max(p[j], p[j + 1])),
+                dispersion=phi,
+                baseline=basis,
+            )
+    return None
+
+
+def spike_series_from_table(
+    table: pa.Table, config: DetectConfig = DEFAULT_CONFIG
+) -> list[SpikeSeries]:
+    """Group `spike_slots` rows into one `SpikeSeries` per (service, tool)."""
+    recent = config.spike_recent_s // config.spike_bucket_s
+    per_day = 86400 // config.spike_bucket_s
+    days = config.spike_history_days
+    groups: dict[tuple[str, str], list[dict[str, object]]] = {}
+    for r in table.to_pylist():
+        groups.setdefault((str(r["service"]), str(r["tool"])), []).append(r)
+    out: list[SpikeSeries] = []
+    for (service, tool), rows in sorted(groups.items()):
+        rc, re_ = np.zeros(recent), np.zeros(recent)
+        hc, he = np.zeros((days, recent + 2)), np.zeros((days, recent + 2))
+        dc, de = np.zeros(per_day - recent), np.zeros(per_day - recent)
+        for r in rows:
+            day, slot = int(str(r["day"])), int(str(r["slot"]))
+            calls, errs = float(str(r["calls"])), float(str(r["errors"]))
+            if day == 0 and 0 <= slot < recent:
+                rc[slot], re_[slot] = calls, errs
+            elif day == 0 and recent <= slot < per_day:
+                dc[slot - recent], de[slot - recent] = calls, errs
+            elif 1 <= day <= days and -1 <= slot <= recent:
+                hc[day - 1, slot + 1], he[day - 1, slot + 1] = calls, errs
+        out.append(SpikeSeries(service, tool, rc, re_, hc, he, dc, de))
+    return out
+
+
+def detect_spikes(
+    source: Source,
+    *,
+    as_of: datetime | None = None,
+    service: str | None = None,
+    environment: str | None = None,
+    code: str | None = None,
+    config: DetectConfig = DEFAULT_CONFIG,
+) -> list[Finding]:
+    """Spikes of one code (default not_found) per (service, tool), deploy or not.
+
+    Labels: `deploy_related` when the service had a deploy within `spike_deploy_window_s`
+    before the spike (else `not_deploy_related`); `broad` when `spike_broad_tools` or more
+    tools of the service (or all of them) spike together — the world went empty — else
+    `narrow`: one tool, where the model may be inventing ids.
+    """
+    now = _now(as_of)
+    code = code or config.spike_code
+    table = source.run(
+        "spike_slots",
+        {
+            "code": code,
+            "until": now,
+            "recent_s": config.spike_recent_s,
+            "bucket_s": config.spike_bucket_s,
+            "history_days": config.spike_history_days,
+            "min_recent_errors": 2 * config.spike_min_count,
+            "service": service,
+            "environment": environment,
+        },
+    )
+    series = spike_series_from_table(table, config)
+    alarms = [a for s in series if (a := evaluate_spike_series(s, config)) is not None]
+    if not alarms:
+        return []
+    tested_p = [1.0] * (len(series) - len(alarms)) + [a.p_value for a in alarms]
+    adjusted = benjamini_hochberg(tested_p)[len(series) - len(alarms) :]
+    deploys = source.run(
+        "deploy_markers",
+        {
+            "since": now - timedelta(seconds=config.spike_recent_s + config.spike_deploy_window_s),
+            "until": now,
+            "service": service,
+            "environment": environment,
+        },
+    ).to_pylist()
+    tools_per_service: dict[str, int] = {}
+    for s in series:
+        tools_per_service[s.service] = tools_per_service.get(s.service, 0) + 1
+    alarmed: dict[str, int] = {}
+    for a in alarms:
+        alarmed[a.service] = alarmed.get(a.service, 0) + 1
+    bucket = timedelta(seconds=config.spike_bucket_s)
+    findings: list[Finding] = []
+    for a, adj in zip(alarms, adjusted, strict=True):
+        end = now - a.slot * bucket
+        start = end - 2 * bucket
+        near = [
+            d
+            for d in deploys
+            if d["service"] == a.service
+            and start - timedelta(seconds=config.spike_deploy_window_s) <= d["ts"] <= end
+        ]
+        label = spike_label(
+            alarmed[a.service], tools_per_service[a.service], deploy_near=bool(near), config=config
+        )
+        ratio = a.errors / a.expected
+        lo, hi = _poisson_ci(a.errors, config.ci_level)
+        findings.append(
+            Finding(
+                kind=FindingKind.SPIKE,
+                service=a.service,
+                version=str(near[-1]["version"]) if near else None,
+                environment=environment,
+                tool=a.tool,
+                code=code,
+                detected_at=now,
+                window_start=start,
+                window_end=end,
+                calls_before=int(a.calls_before),
+                errors_before=int(a.errors_before),
+                calls_after=int(a.calls),
+                errors_after=int(a.errors),
+                ratio=ratio,
+                ratio_ci=(lo / a.expected, hi / a.expected),
+                p_value=a.p_value,
+                p_adjusted=float(adj),
+                phase=a.baseline,
+                label=label,
+                summary=(
+                    f"{code} spike on {a.service}/{a.tool}: {int(a.errors)} vs "
+                    f"{a.expected:.1f} expected in 10 min (x{ratio:.1f}), {', '.join(label)}"
+                ),
+            )
+        )
+    return findings
+
+
+def spike_label(
+    alarmed_tools: int, tested_tools: int, *, deploy_near: bool, config: DetectConfig
+) -> tuple[str, str]:
+    """("deploy_related" | "not_deploy_related", "broad" | "narrow") for one spike."""
+    broad = alarmed_tools > 1 and alarmed_tools >= min(config.spike_broad_tools, tested_tools)
+    return (
+        "deploy_related" if deploy_near else "not_deploy_related",
+        "broad" if broad else "narrow",
+    )
+
+
+def _poisson_ci(k: float, level: float) -> tuple[float, float]:
+    tail = (1.0 - level) / 2.0
+    lo = float(stats.chi2.ppf(tail, 2 * k) / 2) if k > 0 else 0.0
+    hi = float(stats.chi2.ppf(1 - tail, 2 * k + 2) / 2)
+    return lo, hi
+
+
+# ===================================================================== loop misuse
+
+
+def detect_loop_misuse(
+    source: Source,
+    *,
+    as_of: datetime | None = None,
+    service: str | None = None,
+    config: DetectConfig = DEFAULT_CONFIG,
+) -> list[Finding]:
+    """Retry-rule breaches in the last `loop_window_s`, one finding per (service, tool, rule)."""
+    now = _now(as_of)
+    since = now - timedelta(seconds=config.loop_window_s)
+    rows = source.run(
+        "loop_misuse", {"since": since, "until": now, "service": service, "limit": 10000}
+    ).to_pylist()
+    groups: dict[tuple[str, str, str, str | None], list[dict[str, object]]] = {}
+    for r in rows:
+        key = (str(r["service"]), str(r["tool"]), str(r["rule"]), r["field"])
+        groups.setdefault(key, []).append(r)
+    findings: list[Finding] = []
+    for (svc, tool, rule, fld), items in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        items.sort(key=lambda r: str(r["first_ts"]))
+        code = {"invalid_args_repeated": "invalid_args", "not_found_repeated": "not_found"}.get(
+            rule, "denied"
+        )
+        calls = sum(int(str(r["calls"])) for r in items)
+        findings.append(
+            Finding(
+                kind=FindingKind.LOOP_MISUSE,
+                service=svc,
+                version=str(items[-1]["version"]) if items[-1]["version"] else None,
+                tool=tool,
+                code=code,
+                field=fld,
+                detected_at=now,
+                window_start=since,
+                window_end=now,
+                errors_after=calls,
+                traces_after=len(items),
+                label=(rule,),
+                correlation_ids=tuple(dict.fromkeys(str(r["correlation_id"]) for r in items))[
+                    : config.first_ids
+                ],
+                summary=f"{rule} on {svc}/{tool}: {len(items)} traces, {calls} calls",
+            )
+        )
+    return findings
+
+
+# ===================================================================== everything
+
+
+def detect_all(
+    source: Source,
+    *,
+    as_of: datetime | None = None,
+    service: str | None = None,
+    environment: str | None = None,
+    config: DetectConfig = DEFAULT_CONFIG,
+) -> list[Finding]:
+    """Current findings: every deploy within `horizon_s`, spikes, and loop misuse."""
+    now = _now(as_of)
+    deploys = source.run(
+        "deploy_markers",
+        {
+            "since": now - timedelta(seconds=config.horizon_s),
+            "until": now,
+            "service": service,
+            "environment": environment,
+        },
+    ).to_pylist()
+    findings: list[Finding] = []
+    for d in deploys:
+        info = DeployInfo(
+            service=d["service"],
+            version=d["version"],
+            environment=d["environment"],
+            ts=d["ts"].astimezone(UTC),
+            previous_version=d["previous_version"],
+        )
+        report = detect_deploy(
+            source,
+            info.service,
+            info.version,
+            info.environment,
+            as_of=now,
+            config=config,
+            deploy=info,
+        )
+        findings.extend(report.findings)
+        findings.extend(report.notes)
+    findings.extend(
+        detect_spikes(source, as_of=now, service=service, environment=environment, config=config)
+    )
+    findings.extend(detect_loop_misuse(source, as_of=now, service=service, config=config))
+    return findings
+
+
+def with_codes(config: DetectConfig, codes: Iterable[str]) -> DetectConfig:
+    """A copy of `config` testing these codes."""
+    return replace(config, codes=tuple(codes))

@@ -1,0 +1,268 @@
+"""Detection rules on small hand-made traffic: clean, 3x, guards, multiplicity, storms, spikes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from collector.store import DuckDBStore
+from queries import detect
+from queries.findings import FindingKind, Verdict
+from tests.queries.traffic import DEPLOY_TS, Scenario, StoreSource
+
+SERVICE, NEW = "billing-agent", "2.0"
+
+
+def _check(store: DuckDBStore, scenario: Scenario, minutes: int) -> detect.DeployReport:
+    scenario.load(store)
+    return detect.detect_deploy(
+        StoreSource(store), SERVICE, NEW, "prod", as_of=DEPLOY_TS + timedelta(minutes=minutes)
+    )
+
+
+# ------------------------------------------------------------------ primitives
+
+
+@pytest.mark.parametrize(
+    ("k", "n", "p"),
+    [
+        pytest.param(5, 20, 0.1, id="small"),
+        pytest.param(40, 300, 0.09, id="medium"),
+        pytest.param(0, 10, 0.5, id="zero-is-one"),
+    ],
+)
+def test_binom_sf_matches_scipy(k: int, n: int, p: float) -> None:
+    """binom_sf equals scipy's exact binomial tail at integer counts."""
+    expected = stats.binom.sf(k - 1, n, p)
+    assert float(detect.binom_sf(k, n, p)) == pytest.approx(expected, rel=1e-9)
+
+
+def test_rate_ratio_ci_covers_the_estimate() -> None:
+    """rate_ratio_ci brackets the observed ratio and excludes 1 on a clear 3x jump."""
+    lo, hi = detect.rate_ratio_ci(90, 1000, 300, 10000, level=0.95)
+    assert lo < 3.0 < hi
+    assert lo > 1.0
+
+
+def test_benjamini_hochberg_adjusts_for_family_size() -> None:
+    """BH multiplies the smallest p by the family size and keeps adjusted p monotone."""
+    adjusted = detect.benjamini_hochberg([0.001, 0.02, 0.03, 0.5])
+    assert adjusted[0] == pytest.approx(0.004)
+    assert list(adjusted) == sorted(adjusted)
+    assert detect.benjamini_hochberg([]).size == 0
+
+
+@pytest.mark.parametrize(
+    ("share", "theta"),
+    [
+        pytest.param(0.5, 1.0, id="even-split"),
+        pytest.param(0.2, 1.0, id="new-version-small"),
+        pytest.param(0.5, detect.DEFAULT_CONFIG.theta0, id="at-the-null-boundary"),
+    ],
+)
+def test_sequential_test_false_alarms_under_repeated_looks(share: float, theta: float) -> None:
+    """Looking every minute for 2 hours, the mixture SPRT alarms on null data under alpha."""
+    rng = np.random.default_rng(20261130)
+    runs, minutes, alpha = 2000, 120, 0.01
+    base = rng.poisson(3.0, size=(runs, minutes)).astype(float)
+    total = base * 2
+    p_new = theta * share / (theta * share + 1 - share)
+    x_new = rng.binomial(total.astype(int), p_new).astype(float)
+    e = detect.mixture_e_values(x_new, total - x_new, np.full_like(total, share))
+    false_alarm = float((e.max(axis=1) >= 1 / alpha).mean())
+    assert false_alarm <= alpha
+
+
+def test_sequential_test_detects_a_tripling() -> None:
+    """The mixture SPRT crosses 1/alpha quickly when the new version's rate triples."""
+    rng = np.random.default_rng(1)
+    x_old = rng.poisson(3.0, size=(200, 30)).astype(float)
+    x_new = rng.poisson(9.0, size=(200, 30)).astype(float)
+    e = detect.mixture_e_values(x_new, x_old, np.full_like(x_new, 0.5))
+    assert (e.max(axis=1) >= 100).mean() > 0.95
+
+
+@pytest.mark.parametrize(
+    ("scale", "expect_above_one"),
+    [
+        pytest.param(1.0, False, id="poisson"),
+        pytest.param(6.0, True, id="gamma-mixed"),
+    ],
+)
+def test_dispersion_tells_poisson_from_overdispersed(scale: float, expect_above_one: bool) -> None:
+    """dispersion stays near 1 on Poisson counts and rises on gamma-mixed counts."""
+    rng = np.random.default_rng(3)
+    mu = np.full(120, 10.0)
+    lam = mu * (rng.gamma(1 / (scale - 1), scale - 1, size=120) if scale > 1 else 1.0)
+    phi = detect.dispersion(rng.poisson(lam).astype(float), mu)
+    assert (phi > 2.0) is expect_above_one
+
+
+# ------------------------------------------------------------------ deploys
+
+
+def test_clean_deploy_has_no_finding(store: DuckDBStore) -> None:
+    """A deploy that changes nothing is healthy after 15 minutes, with no finding."""
+    report = _check(store, Scenario(), 20)
+    assert report.verdict is Verdict.HEALTHY
+    assert report.findings == ()
+
+
+def test_three_fold_jump_is_a_regression_naming_tool_and_field(store: DuckDBStore) -> None:
+    """A 3x invalid_args jump on one tool is found, with its field, interval and ids."""
+    report = _check(store, Scenario(rates_new={"get_job": 0.09}), 20)
+    assert report.verdict is Verdict.REGRESSION
+    (finding,) = [f for f in report.findings if f.tool == "get_job"]
+    assert finding.kind is FindingKind.DEPLOY_REGRESSION
+    assert (finding.code, finding.field) == ("invalid_args", "job_id")
+    assert finding.ratio_ci is not None
+    assert finding.ratio_ci[0] > 1.0
+    assert finding.p_adjusted is not None
+    assert finding.p_adjusted <= detect.DEFAULT_CONFIG.q
+    assert finding.correlation_ids
+    assert finding.excess_share is not None
+    assert finding.excess_share > 0.5
+
+
+def test_overlap_phase_finds_a_jump(store: DuckDBStore) -> None:
+    """With both versions serving, a 4x jump is found by the overlap test."""
+    report = _check(store, Scenario(rates_new={"get_job": 0.12}, overlap_min=40), 30)
+    assert report.verdict is Verdict.REGRESSION
+    assert report.findings[0].phase == "overlap"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "minutes"),
+    [
+        pytest.param(Scenario(calls_per_min=2, rate=0.01), 30, id="too-few-errors"),
+        pytest.param(Scenario(minutes_before=2), 30, id="too-little-baseline"),
+        pytest.param(Scenario(), 5, id="too-early-to-pass"),
+    ],
+)
+def test_below_the_guards_is_insufficient_data_never_healthy(
+    store: DuckDBStore, scenario: Scenario, minutes: int
+) -> None:
+    """Below the guards (errors, baseline, observation time) the verdict is INSUFFICIENT DATA."""
+    report = _check(store, scenario, minutes)
+    assert report.verdict is Verdict.INSUFFICIENT_DATA
+
+
+def test_unknown_deploy_is_insufficient_data(store: DuckDBStore) -> None:
+    """A version never seen is INSUFFICIENT DATA, not healthy and not an error."""
+    report = detect.detect_deploy(StoreSource(store), SERVICE, "9.9", as_of=DEPLOY_TS)
+    assert report.verdict is Verdict.INSUFFICIENT_DATA
+    assert report.deploy is None
+
+
+def test_as_of_before_the_deploy_sees_nothing(store: DuckDBStore) -> None:
+    """Evaluated as of a time before the deploy, the deploy does not exist yet."""
+    report = _check(store, Scenario(rates_new={"get_job": 0.09}), -5)
+    assert report.deploy is None
+
+
+def test_loop_storm_is_loop_misuse_not_a_regression(store: DuckDBStore) -> None:
+    """A trace per minute retrying a field a dozen times is a storm note, not a regression."""
+    report = _check(store, Scenario(storm_tool="list_jobs", storm_size=12), 20)
+    assert report.verdict is Verdict.HEALTHY
+    assert [n.kind for n in report.notes] == [FindingKind.LOOP_MISUSE]
+
+
+def test_new_field_signature_is_found(store: DuckDBStore) -> None:
+    """A (tool, code, field) never seen before, across many ids, is a new signature."""
+    report = _check(store, Scenario(new_field="jobId"), 5)
+    kinds = {(f.kind, f.field) for f in report.findings}
+    assert (FindingKind.NEW_SIGNATURE, "jobId") in kinds
+
+
+def _counts(x_new: np.ndarray, n_tools: int) -> detect.DeployCounts:
+    """DeployCounts with a 60-minute baseline at 3% and the given new-version units."""
+    minutes = 90
+    calls = np.full((2, n_tools, minutes), 100.0)
+    calls[0, :, 60:] = 0
+    calls[1, :, :60] = 0
+    units = np.zeros((2, n_tools, 1, minutes))
+    units[0, :, 0, :60] = 3
+    units[1, :, 0, 60:] = x_new[:, None]
+    info = detect.DeployInfo("s", "2", None, DEPLOY_TS, "1")
+    return detect.DeployCounts(
+        deploy=info,
+        tools=tuple(f"t{i}" for i in range(n_tools)),
+        codes=("invalid_args",),
+        start_min=-60,
+        calls=calls,
+        units=units,
+        errors=units.copy(),
+        field_keys=(),
+        field_units=np.zeros((2, 0, minutes)),
+    )
+
+
+def test_multiple_testing_adjustment_grows_with_the_family() -> None:
+    """The same borderline jump on one tool is a finding among 2 tools and not among 40."""
+    config = detect.DetectConfig(codes=("invalid_args",), q=0.05)
+    few = np.array([5.0, 3.0])
+    many = np.array([5.0] + [3.0] * 39)
+    small = detect.evaluate_deploy(_counts(few, 2), 15, config)
+    large = detect.evaluate_deploy(_counts(many, 40), 15, config)
+    hit_small = next(t for t in small.tests if t.tool == "t0")
+    hit_large = next(t for t in large.tests if t.tool == "t0")
+    assert hit_small.p_value == pytest.approx(hit_large.p_value)
+    assert hit_small.finding
+    assert not hit_large.finding
+    assert hit_large.p_adjusted > hit_small.p_adjusted
+
+
+# ------------------------------------------------------------------ spikes
+
+
+def _series(
+    recent_errors: list[float], *, calls: float = 200.0, rate: float = 0.02
+) -> detect.SpikeSeries:
+    recent = 12
+    k = np.zeros(recent)
+    k[: len(recent_errors)] = recent_errors
+    k[len(recent_errors) :] = calls * rate
+    hist_calls = np.full((7, recent + 2), calls)
+    return detect.SpikeSeries(
+        service="s",
+        tool="t",
+        recent_calls=np.full(recent, calls),
+        recent_errors=k,
+        hist_calls=hist_calls,
+        hist_errors=hist_calls * rate,
+        day_calls=np.full(276, calls),
+        day_errors=np.full(276, calls * rate),
+    )
+
+
+@pytest.mark.parametrize(
+    ("recent", "alarm"),
+    [
+        pytest.param([4.0, 4.0], False, id="normal"),
+        pytest.param([30.0, 4.0], False, id="one-bucket-only"),
+        pytest.param([30.0, 30.0], True, id="two-consecutive"),
+        pytest.param([9.0, 9.0], False, id="below-min-ratio"),
+    ],
+)
+def test_spike_needs_two_consecutive_significant_buckets(recent: list[float], alarm: bool) -> None:
+    """A spike alarms only on two consecutive significant buckets above the count and ratio."""
+    assert (detect.evaluate_spike_series(_series(recent)) is not None) is alarm
+
+
+def test_traffic_burst_is_not_a_spike() -> None:
+    """Five times the calls with the usual error rate is not a spike."""
+    series = _series([20.0, 20.0])
+    burst = detect.SpikeSeries(
+        service="s",
+        tool="t",
+        recent_calls=series.recent_calls * 5,
+        recent_errors=series.recent_calls * 5 * 0.02,
+        hist_calls=series.hist_calls,
+        hist_errors=series.hist_errors,
+        day_calls=series.day_calls,
+        day_errors=series.day_errors,
+    )
+    assert detect.evaluate_spike_series(burst) is None

@@ -1,0 +1,141 @@
+"""`errscope check` and `errscope findings` on a store file: exit codes and the JSON shape."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from collector.gate_cli import check, findings
+from collector.store import DuckDBStore
+from tests.queries.traffic import DEPLOY_TS, Scenario
+
+REQUIRED_KEYS = {
+    "kind",
+    "service",
+    "version",
+    "environment",
+    "tool",
+    "code",
+    "field",
+    "detected_at",
+    "window_start",
+    "window_end",
+    "calls_before",
+    "errors_before",
+    "calls_after",
+    "errors_after",
+    "ratio",
+    "ratio_ci",
+    "p_adjusted",
+    "label",
+    "correlation_ids",
+}
+
+
+def _db(tmp_path: Path, scenario: Scenario) -> Path:
+    path = tmp_path / "errscope.duckdb"
+    with DuckDBStore(path) as store:
+        scenario.load(store)
+    return path
+
+
+def _as_of(minutes: int) -> str:
+    return (DEPLOY_TS + timedelta(minutes=minutes)).isoformat()
+
+
+@pytest.mark.parametrize(
+    ("scenario", "minutes", "exit_code", "verdict"),
+    [
+        pytest.param(Scenario(), 20, 0, "healthy", id="healthy"),
+        pytest.param(Scenario(rates_new={"get_job": 0.09}), 20, 1, "regression", id="regression"),
+        pytest.param(Scenario(), 3, 3, "insufficient_data", id="insufficient"),
+    ],
+)
+def test_check_exit_codes_and_json(
+    tmp_path: Path, scenario: Scenario, minutes: int, exit_code: int, verdict: str
+) -> None:
+    """check exits 0/1/3 by verdict and prints the documented JSON object."""
+    db = _db(tmp_path, scenario)
+    args = [
+        "--service",
+        "billing-agent",
+        "--version",
+        "2.0",
+        "--environment",
+        "prod",
+        "--db",
+        str(db),
+        "--as-of",
+        _as_of(minutes),
+        "--json",
+    ]
+    result = CliRunner().invoke(check, args)
+    assert result.exit_code == exit_code, result.output
+    body = orjson.loads(result.output)
+    assert body["verdict"] == verdict
+    for finding in body["findings"]:
+        assert finding.keys() >= REQUIRED_KEYS
+
+
+def test_check_replays_the_wait_from_as_of(tmp_path: Path) -> None:
+    """With --as-of and --wait, check re-evaluates later times until a verdict is reached."""
+    db = _db(tmp_path, Scenario())
+    args = [
+        "--service",
+        "billing-agent",
+        "--version",
+        "2.0",
+        "--db",
+        str(db),
+        "--as-of",
+        _as_of(3),
+        "--wait",
+        "20m",
+        "--interval",
+        "1m",
+        "--json",
+    ]
+    result = CliRunner().invoke(check, args)
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.output)["as_of"] == "2026-11-30T10:15:00Z"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param(["--wait", "soon"], id="bad-wait"),
+        pytest.param(["--codes", ""], id="no-codes"),
+        pytest.param([], id="no-source"),
+    ],
+)
+def test_check_usage_errors_exit_2(tmp_path: Path, extra: list[str]) -> None:
+    """A bad flag or a missing source is a usage error (exit 2), never a verdict."""
+    db = _db(tmp_path, Scenario(minutes_before=1, minutes_after=1))
+    args = ["--service", "billing-agent", "--version", "2.0", *extra]
+    if extra:
+        args += ["--db", str(db)]
+    result = CliRunner().invoke(check, args)
+    assert result.exit_code == 2
+
+
+def test_findings_lists_the_regression_as_json(tmp_path: Path) -> None:
+    """findings --json lists the current deploy regression with the documented keys."""
+    db = _db(tmp_path, Scenario(rates_new={"get_job": 0.09}))
+    result = CliRunner().invoke(findings, ["--db", str(db), "--as-of", _as_of(20), "--json"])
+    assert result.exit_code == 0, result.output
+    body = orjson.loads(result.output)
+    kinds = {(f["kind"], f["tool"]) for f in body["findings"]}
+    assert ("deploy_regression", "get_job") in kinds
+    assert all(f.keys() >= REQUIRED_KEYS for f in body["findings"])
+
+
+def test_findings_table_output(tmp_path: Path) -> None:
+    """findings without --json prints a table, or says there are none."""
+    db = _db(tmp_path, Scenario())
+    result = CliRunner().invoke(findings, ["--db", str(db), "--as-of", _as_of(20)])
+    assert result.exit_code == 0, result.output
+    assert "no findings" in result.output
