@@ -1,0 +1,627 @@
+"""The scrub engine: every rule over a value in one linear-time pass, then masking.
+
+How a value is scrubbed (`Scrubber.scrub_secrets`):
+
+1. The value is encoded to UTF-8 bytes (lone surrogates pass through) and capped at
+   `max_value_bytes`; both engines below work on bytes, so they agree on every offset.
+2. One Hyperscan scan runs every rule regex (in prefilter mode, so Hyperscan accepts any RE2
+   pattern and may only over-report) and every rule keyword at once. A value with no hit is
+   returned untouched: this fast path is what most span values take.
+3. A rule is a candidate when its regex may match and one of its keywords (if it has any)
+   occurs. Only candidates run in RE2, which confirms the match and yields the secret's capture
+   group. Neither engine backtracks, so the cost is linear in the value's length for any
+   input, including attacker-controlled tool arguments.
+4. Each finding passes the rule's entropy floor, checksum/structure validator and allowlists,
+   then its secret span is masked as `[REDACTED:<rule id>]`, or, with an HMAC key, as
+   `[REDACTED:<rule id>:hmac=<16 hex>]` so the same leaked key is recognisable across spans.
+5. JSON-escaped (`\\"`, `\\n`, `\\uXXXX`) and percent-encoded (`%2F`) views of the value are
+   decoded and scanned too; their findings are mapped back to the original offsets, so a key
+   inside `"{\\"api_key\\": \\"...\\"}"` or `?token=...%2F...` is still masked in place.
+
+`Scrubber.scrub` first reduces tracebacks to their exception type (tracebacks.py), then masks.
+
+A `Scrubber` is immutable after construction and thread-safe: the compiled databases are
+shared and each thread gets its own Hyperscan scratch space. Nothing here raises on bad input
+(invalid UTF-8, NUL bytes, 10 MiB values); errors are only raised at construction.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import math
+import re
+import threading
+from array import array
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+from types import MappingProxyType
+from typing import Any, Final
+
+import hyperscan
+import re2
+
+from collector.errors import RulesError, RulesErrorKind
+from collector.scrub.rules import AllowList, Rule, RuleSet, compile_regex, load_rules
+from collector.scrub.tracebacks import strip_traceback_count
+
+__all__ = ["DEFAULT_MAX_VALUE_BYTES", "Scrubbed", "Scrubber", "shannon_entropy"]
+
+DEFAULT_MAX_VALUE_BYTES: Final = 16 << 20
+TRUNCATED_MARKER: Final = "…[TRUNCATED]"
+_MAX_VIEWS: Final = 6
+# Large values are scanned in windows this big, overlapping by more than any bounded
+# built-in secret is long (longer, unbounded matches are re-matched past the window).
+_WINDOW_BYTES: Final = 64 << 10
+_WINDOW_OVERLAP_BYTES: Final = 8 << 10
+_MAX_DECODE_DEPTH: Final = 3
+# An allowlist with regexTarget = "line" sees at most this much context either side, so a
+# 10 MiB single-line value cannot make each finding cost O(value).
+_LINE_WINDOW_BYTES: Final = 4096
+# A finding whose secret is already a marker is the output of an earlier scrub: leave it, so
+# scrubbing is idempotent. Bounded pattern on a bounded (secret-sized) string.
+_MARKER = re.compile(rb"\[REDACTED:[\w.-]+(?::hmac=[0-9a-f]{16})?\]")
+# Fixed-width escape tokens; no quantifier can backtrack more than six bytes.
+_JSON_ESCAPE = re.compile(rb'(\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt]))')
+_PERCENT_ESCAPE = re.compile(rb"(%[0-9A-Fa-f]{2})")
+_JSON_SIMPLE: Final = {
+    b'\\"': b'"',
+    b"\\\\": b"\\",
+    b"\\/": b"/",
+    b"\\b": b"\b",
+    b"\\f": b"\f",
+    b"\\n": b"\n",
+    b"\\r": b"\r",
+    b"\\t": b"\t",
+}
+_PERCENT_TABLE: Final = {
+    f"%{hi}{lo}".encode(): bytes((int(hi + lo, 16),))
+    for hi in "0123456789abcdefABCDEF"
+    for lo in "0123456789abcdefABCDEF"
+}
+_BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+_NO_COUNTS: Final[Mapping[str, int]] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Scrubbed:
+    """A scrubbed value and how many findings each rule masked (counts only, never values).
+
+    Traceback removal is counted under "traceback" and a truncated value under "truncated".
+    """
+
+    text: str
+    counts: Mapping[str, int] = field(default_factory=lambda: _NO_COUNTS)
+
+    @property
+    def redactions(self) -> int:
+        """Total number of masked findings and removed tracebacks."""
+        return sum(self.counts.values())
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything was masked, removed or truncated."""
+        return bool(self.counts)
+
+
+def shannon_entropy(data: bytes) -> float:
+    """Shannon entropy of `data` in bits per byte (gitleaks' `entropy` measure)."""
+    if not data:
+        return 0.0
+    total = len(data)
+    return -sum(n / total * math.log2(n / total) for n in Counter(data).values())
+
+
+def _github_checksum(secret: bytes) -> bool:
+    # GitHub (and npm) tokens: prefix_ + 30 random base62 + base62(CRC32(random)) in 6 chars.
+    _, _, body = secret.partition(b"_")
+    if len(body) != 36:
+        return False
+    value = binascii.crc32(body[:30])
+    digits = []
+    while value:
+        value, rest = divmod(value, 62)
+        digits.append(_BASE62[rest])
+    return "".join(reversed(digits)).rjust(6, "0").encode() == body[30:]
+
+
+def _luhn(secret: bytes) -> bool:
+    digits = [c - 48 for c in secret if 48 <= c <= 57]
+    if not 13 <= len(digits) <= 19:
+        return False
+    total = 0
+    for index, digit in enumerate(reversed(digits)):
+        doubled = digit * 2 if index % 2 else digit
+        total += doubled - 9 if doubled > 9 else doubled
+    return total % 10 == 0
+
+
+def _iban(secret: bytes) -> bool:
+    text = secret.replace(b" ", b"").decode("latin-1").upper()
+    if not 15 <= len(text) <= 34:
+        return False
+    rearranged = text[4:] + text[:4]
+    number = "".join(str(int(ch, 36)) for ch in rearranged)
+    return int(number) % 97 == 1
+
+
+def _b64decode(part: bytes) -> bytes | None:
+    try:
+        return base64.urlsafe_b64decode(part + b"=" * (-len(part) % 4))
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _jwt(secret: bytes) -> bool:
+    header = _b64decode(secret.split(b".", 1)[0][:2048])
+    if header is None:
+        return False
+    try:
+        decoded = json.loads(header)
+    except ValueError:
+        return False
+    return isinstance(decoded, dict)
+
+
+def _basic_auth(secret: bytes) -> bool:
+    try:
+        decoded = base64.b64decode(secret[:4096], validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return False
+    return ":" in decoded and decoded.isprintable()
+
+
+_VALIDATORS: Final[Mapping[str, Callable[[bytes], bool]]] = {
+    "github-checksum": _github_checksum,
+    "luhn": _luhn,
+    "iban": _iban,
+    "jwt": _jwt,
+    "basic-auth": _basic_auth,
+}
+
+
+@dataclass(slots=True)
+class _View:
+    """A decoded copy of the value plus the map from its offsets back to its parent's."""
+
+    data: bytes
+    parent: _View | None = None
+    depth: int = 0
+    d_pos: Sequence[int] = ()
+    d_len: Sequence[int] = ()
+    r_pos: Sequence[int] = ()
+    r_len: Sequence[int] = ()
+
+    def to_raw(self, pos: int, *, end: bool) -> int:
+        view: _View | None = self
+        while view is not None and view.parent is not None:
+            pos = view.to_parent(pos, end=end)
+            view = view.parent
+        return pos
+
+    def to_parent(self, pos: int, *, end: bool) -> int:
+        # Start offsets belong to the escape at or before them; end offsets to the one before.
+        i = (bisect_left(self.d_pos, pos) if end else bisect_right(self.d_pos, pos)) - 1
+        if i < 0:
+            return pos
+        into = pos - self.d_pos[i]
+        if into < self.d_len[i]:
+            return self.r_pos[i] + (self.r_len[i] if end else 0)
+        return self.r_pos[i] + self.r_len[i] + into - self.d_len[i]
+
+
+def _decode_json(token: bytes) -> bytes:
+    simple = _JSON_SIMPLE.get(token)
+    if simple is not None:
+        return simple
+    return chr(int(token[2:], 16)).encode("utf-8", "surrogatepass")
+
+
+def _decode_percent(token: bytes) -> bytes:
+    return _PERCENT_TABLE[token]
+
+
+def _join(parts: list[bytes]) -> bytes:
+    # bytes.join allocates a buffer descriptor per item up front; millions of items make
+    # that allocation, not the copying, dominate. Joining in slices keeps it linear.
+    step = 1 << 16
+    if len(parts) <= step:
+        return b"".join(parts)
+    return b"".join([b"".join(parts[i : i + step]) for i in range(0, len(parts), step)])
+
+
+def _derive(view: _View, pattern: re.Pattern[bytes], decode: Callable[[bytes], bytes]) -> _View:
+    """Decode every escape of `pattern` in `view`, keeping the offset map.
+
+    Written with `split`, `map` and `accumulate` so the per-escape work runs in C, and with
+    int64 arrays for the map: a value can hold millions of escapes.
+    """
+    parts = pattern.split(view.data)  # text, escape, text, escape, ..., text
+    raw_lengths = array("q", map(len, parts))
+    parts[1::2] = map(decode, parts[1::2])
+    decoded_lengths = array("q", map(len, parts))
+    raw_offsets = array("q", accumulate(raw_lengths, initial=0))
+    decoded_offsets = array("q", accumulate(decoded_lengths, initial=0))
+    return _View(
+        _join(parts),
+        parent=view,
+        depth=view.depth + 1,
+        d_pos=decoded_offsets[1:-1:2],
+        d_len=decoded_lengths[1::2],
+        r_pos=raw_offsets[1:-1:2],
+        r_len=raw_lengths[1::2],
+    )
+
+
+def _views(data: bytes) -> list[_View]:
+    views = [_View(data)]
+    index = 0
+    while index < len(views) and len(views) < _MAX_VIEWS:
+        view = views[index]
+        index += 1
+        if view.depth >= _MAX_DECODE_DEPTH:
+            continue
+        if b"\\" in view.data and _JSON_ESCAPE.search(view.data):
+            views.append(_derive(view, _JSON_ESCAPE, _decode_json))
+        if b"%" in view.data and _PERCENT_ESCAPE.search(view.data):
+            views.append(_derive(view, _PERCENT_ESCAPE, _decode_percent))
+    return views[:_MAX_VIEWS]
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    rule: Rule
+    regex: Any
+    keyword_ids: frozenset[int]
+    allow: tuple[tuple[AllowList, tuple[Any, ...]], ...]
+    validate: Callable[[bytes], bool] | None
+
+
+def _compile_rule(rule: Rule, keywords: Mapping[str, int]) -> _Compiled:
+    # Rules from load_rules() compile already; a hand-built Rule is checked here the same way.
+    try:
+        regex = compile_regex(rule.regex)
+        allow = tuple(
+            (allow, tuple(compile_regex(p) for p in allow.regexes)) for allow in rule.allowlists
+        )
+    except re2.error as exc:
+        raise RulesError(
+            RulesErrorKind.BAD_REGEX,
+            "RE2 cannot compile this rule",
+            entry=rule.id,
+            field="regex",
+        ) from exc
+    validate = _VALIDATORS.get(rule.validate) if rule.validate else None
+    if rule.validate and validate is None:
+        raise RulesError(
+            RulesErrorKind.BAD_VALUE, "unknown validator", entry=rule.id, field="validate"
+        )
+    return _Compiled(
+        rule=rule,
+        regex=regex,
+        keyword_ids=frozenset(keywords[k] for k in rule.keywords),
+        allow=allow,
+        validate=validate,
+    )
+
+
+class Scrubber:
+    """Compiled scrub rules: masks secrets (and strips tracebacks) in span values.
+
+    `rules` defaults to the built-in rule set; `hmac_key` switches masks from
+    `[REDACTED:<id>]` to keyed fingerprints. Construction compiles one Hyperscan database for
+    all rules; a rule that cannot compile raises `RulesError` naming it. Afterwards the object
+    is immutable and safe to share between threads.
+    """
+
+    def __init__(
+        self,
+        rules: RuleSet | None = None,
+        *,
+        hmac_key: bytes | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+    ) -> None:
+        self.rules: Final = rules if rules is not None else load_rules()
+        self._hmac_key = hmac_key
+        self.max_value_bytes: Final = max_value_bytes
+        keywords: dict[str, int] = {}
+        n_rules = len(self.rules.rules)
+        for rule in self.rules.rules:
+            for keyword in rule.keywords:
+                keywords.setdefault(keyword, n_rules + len(keywords))
+        self._compiled: Final = tuple(_compile_rule(rule, keywords) for rule in self.rules.rules)
+        self._always, self._db = self._build_database(keywords)
+        self._always_rules = frozenset(i for i in self._always if i < len(self._compiled))
+        self._local = threading.local()
+
+    # ── construction ────────────────────────────────────────────────────────────────────
+
+    def _build_database(self, keywords: Mapping[str, int]) -> tuple[frozenset[int], Any]:
+        """One block-mode database: rule regexes (prefilter) and keywords (caseless literals).
+
+        A regex that Hyperscan refuses even in prefilter mode (rare: huge bounded repeats, a
+        pattern that matches the empty string) is not dropped: it becomes an "always"
+        candidate that RE2 runs whenever its keywords occur.
+        """
+        base = hyperscan.HS_FLAG_SINGLEMATCH
+        patterns: list[tuple[int, bytes, int]] = [
+            (index, c.rule.regex.encode("utf-8"), base | hyperscan.HS_FLAG_PREFILTER)
+            for index, c in enumerate(self._compiled)
+        ]
+        patterns += [
+            (kid, re.escape(keyword.encode("utf-8")), base | hyperscan.HS_FLAG_CASELESS)
+            for keyword, kid in keywords.items()
+        ]
+        always: set[int] = set()
+        try:
+            return frozenset(), self._compile(patterns)
+        except hyperscan.error:
+            pass
+        usable = []
+        for pattern in patterns:
+            try:
+                self._compile([pattern])
+            except hyperscan.error:
+                always.add(pattern[0])
+            else:
+                usable.append(pattern)
+        return frozenset(always), self._compile(usable) if usable else None
+
+    @staticmethod
+    def _compile(patterns: Sequence[tuple[int, bytes, int]]) -> Any:
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        db.compile(
+            expressions=[p[1] for p in patterns],
+            ids=[p[0] for p in patterns],
+            elements=len(patterns),
+            flags=[p[2] for p in patterns],
+        )
+        return db
+
+    def _scratch(self) -> Any:
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = hyperscan.Scratch(self._db)
+            self._local.scratch = scratch
+        return scratch
+
+    # ── public API ──────────────────────────────────────────────────────────────────────
+
+    def scrub(self, value: str) -> Scrubbed:
+        """Scrub `value` as a span attribute value: tracebacks reduced to their exception
+        type, then every secret masked. Never raises on any string."""
+        stripped, removed = strip_traceback_count(value)
+        result = self.scrub_secrets(stripped)
+        if not removed:
+            return result
+        counts = dict(result.counts)
+        counts["traceback"] = counts.get("traceback", 0) + removed
+        return Scrubbed(result.text, MappingProxyType(counts))
+
+    def scrub_secrets(self, value: str) -> Scrubbed:
+        """Mask every secret in `value`; tracebacks are left as they are."""
+        data, truncated = self._encode(value)
+        spans = self._find(data, first_only=False)
+        if not spans and not truncated:
+            return Scrubbed(value, _NO_COUNTS)
+        counts: dict[str, int] = {}
+        pieces: list[bytes] = []
+        last = 0
+        for start, stop, index in spans:
+            rule_id = self._compiled[index].rule.id
+            pieces.append(data[last:start])
+            pieces.append(self._marker(rule_id, data[start:stop]))
+            counts[rule_id] = counts.get(rule_id, 0) + 1
+            last = stop
+        pieces.append(data[last:])
+        text = _decode(b"".join(pieces))
+        if truncated:
+            text += TRUNCATED_MARKER
+            counts["truncated"] = 1
+        return Scrubbed(text, MappingProxyType(counts))
+
+    def contains_secret(self, value: str) -> bool:
+        """Whether `value` holds any secret a rule would mask (used to refuse such ids)."""
+        data, _ = self._encode(value)
+        return bool(self._find(data, first_only=True))
+
+    # ── internals ───────────────────────────────────────────────────────────────────────
+
+    def _encode(self, value: str) -> tuple[bytes, bool]:
+        data = value.encode("utf-8", "surrogatepass")
+        if len(data) <= self.max_value_bytes:
+            return data, False
+        # Cut at a character boundary so the kept prefix decodes cleanly.
+        cut = self.max_value_bytes
+        while cut > 0 and (data[cut] & 0xC0) == 0x80:
+            cut -= 1
+        return data[:cut], True
+
+    def _marker(self, rule_id: str, secret: bytes) -> bytes:
+        if self._hmac_key is None:
+            return f"[REDACTED:{rule_id}]".encode()
+        digest = hmac.new(self._hmac_key, secret, hashlib.sha256).hexdigest()[:16]
+        return f"[REDACTED:{rule_id}:hmac={digest}]".encode()
+
+    def _candidates(self, data: bytes) -> list[int]:
+        hits: set[int] = set()
+        if self._db is not None and data:
+
+            def on_match(pattern_id: int, _from: int, _to: int, _flags: int, _ctx: Any) -> None:
+                hits.add(pattern_id)
+
+            self._db.scan(data, match_event_handler=on_match, scratch=self._scratch())
+        lowered: bytes | None = None
+        result = []
+        n_rules = len(self._compiled)
+        for index in sorted({i for i in hits if i < n_rules} | self._always_rules):
+            compiled = self._compiled[index]
+            ids = compiled.keyword_ids
+            if ids and not (ids & hits):
+                if not (ids & self._always):
+                    continue
+                # A keyword Hyperscan could not take is checked by hand (rare path).
+                lowered = data.lower() if lowered is None else lowered
+                if not any(k.encode() in lowered for k in compiled.rule.keywords):
+                    continue
+            result.append(index)
+        return result
+
+    def _find(self, data: bytes, *, first_only: bool) -> list[tuple[int, int, int]]:
+        """Merged, sorted (start, stop, rule index) spans in `data` to mask."""
+        if not data:
+            return []
+        found: list[tuple[int, int, int]] = []
+        for view in _views(data):
+            for start, stop, index in self._scan(view.data, first_only=first_only):
+                if view.parent is None:
+                    found.append((start, stop, index))
+                else:
+                    raw_start = view.to_raw(start, end=False)
+                    found.append((raw_start, view.to_raw(stop, end=True), index))
+                if first_only:
+                    return found
+        if b"[REDACTED:" in data:
+            found = _outside_markers(data, found)
+        found.sort(key=lambda span: (span[0], span[2]))
+        merged: list[tuple[int, int, int]] = []
+        for start, stop, index in found:
+            if merged and start < merged[-1][1]:
+                prev_start, prev_stop, prev_index = merged[-1]
+                merged[-1] = (prev_start, max(prev_stop, stop), prev_index)
+            else:
+                merged.append((start, stop, index))
+        return merged
+
+    def _scan(self, data: bytes, *, first_only: bool) -> list[tuple[int, int, int]]:
+        """Findings in one view, in windows so the candidate set follows the local content.
+
+        A large value is scanned in overlapping windows: each window gets its own Hyperscan
+        candidates, so a 10 MiB value costs per byte what a 64 KiB one does instead of every
+        rule running over all of it. RE2 runs on the full buffer between window bounds, so
+        `^`, `\\b` and allowlist lines see the real context. A match cut by a window's end is
+        re-matched, anchored at its start, without the bound; per rule, a stretch is re-matched
+        once, which keeps the total linear.
+        """
+        size = len(data)
+        if size <= _WINDOW_BYTES + _WINDOW_OVERLAP_BYTES:
+            windows = [(0, size)]
+        else:
+            windows = [
+                (lo, min(size, lo + _WINDOW_BYTES + _WINDOW_OVERLAP_BYTES))
+                for lo in range(0, size, _WINDOW_BYTES)
+            ]
+        extended: dict[int, int] = {}
+        found: list[tuple[int, int, int]] = []
+        for lo, hi in windows:
+            window = data if hi - lo == size else data[lo:hi]
+            for index in self._candidates(window):
+                compiled = self._compiled[index]
+                for match in compiled.regex.finditer(data, lo, hi):
+                    whole = match
+                    if hi < size and match.end() == hi:
+                        if match.start() < extended.get(index, -1):
+                            continue  # inside a stretch already re-matched for this rule
+                        longer = compiled.regex.match(data, match.start())
+                        if longer is not None:
+                            whole = longer
+                            extended[index] = longer.end()
+                    span = self._confirm(compiled, data, whole)
+                    if span is not None:
+                        found.append((span[0], span[1], index))
+                        if first_only:
+                            return found
+        return found
+
+    def _confirm(self, compiled: _Compiled, data: bytes, match: Any) -> tuple[int, int] | None:
+        """The secret span of one regex match, if it passes the rule's checks."""
+        wanted = compiled.rule.secret_group
+        groups = compiled.regex.groups
+        if wanted:
+            start, stop = match.span(wanted)
+        elif groups:
+            start = stop = -1
+            for group in range(1, groups + 1):
+                start, stop = match.span(group)
+                if stop > start >= 0:
+                    break
+            else:
+                start, stop = match.span()
+        else:
+            start, stop = match.span()
+        if start < 0 or stop <= start:
+            return None
+        secret = data[start:stop]
+        if _MARKER.fullmatch(secret):
+            return None
+        rule = compiled.rule
+        if rule.entropy is not None and shannon_entropy(secret) < rule.entropy:
+            return None
+        if compiled.validate is not None and not compiled.validate(secret):
+            return None
+        if compiled.allow and self._allowed(compiled, data, match.span(), (start, stop)):
+            return None
+        return start, stop
+
+    @staticmethod
+    def _allowed(
+        compiled: _Compiled, data: bytes, whole: tuple[int, int], secret_span: tuple[int, int]
+    ) -> bool:
+        secret = data[secret_span[0] : secret_span[1]]
+        for allow, regexes in compiled.allow:
+            if allow.target == "secret":
+                target = secret
+            elif allow.target == "match":
+                target = data[whole[0] : whole[1]]
+            else:
+                lo = max(0, whole[0] - _LINE_WINDOW_BYTES)
+                hi = min(len(data), whole[1] + _LINE_WINDOW_BYTES)
+                line_start = data.rfind(b"\n", lo, whole[0]) + 1 or lo
+                line_stop = data.find(b"\n", whole[1], hi)
+                target = data[line_start : hi if line_stop < 0 else line_stop]
+            checks = []
+            if regexes:
+                checks.append(any(r.search(target) for r in regexes))
+            if allow.stopwords:
+                lowered = secret.lower()
+                checks.append(any(w.encode() in lowered for w in allow.stopwords))
+            if checks and (all(checks) if allow.condition == "AND" else any(checks)):
+                return True
+        return False
+
+
+def _outside_markers(data: bytes, found: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Drop findings that overlap an existing mask, so scrubbing twice changes nothing.
+
+    A marker such as `[REDACTED:sentry-dsn]` can look like URL userinfo or a key-value pair
+    to a generic rule; what it covers was masked already.
+    """
+    markers = [match.span() for match in _MARKER.finditer(data)]
+    if not markers:
+        return found
+    starts = [start for start, _ in markers]
+    kept = []
+    for span in found:
+        # The marker starting last before the finding's end is the only one it can overlap
+        # without overlapping a later one too (markers do not overlap each other).
+        i = bisect_left(starts, span[1]) - 1
+        if i >= 0 and markers[i][1] > span[0]:
+            continue
+        kept.append(span)
+    return kept
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        # A mask can end inside a multi-byte character only when a rule's byte class cut it.
+        return data.decode("utf-8", "replace")

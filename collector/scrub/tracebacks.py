@@ -1,0 +1,884 @@
+"""Stack traces: find them in any string, reduce them to their exception type, redact for humans.
+
+Recognised: Python (chained "direct cause" / "during handling" and exception groups), Java and
+Kotlin ("Caused by", "Suppressed", "... N more"), Node.js (uncaught source excerpt, error
+properties, "Node.js vN"), .NET (" ---> " inner exceptions), Go (panics, fatal errors,
+goroutine dumps), Rust (panics, with or without a backtrace), Ruby and PHP. A trace is found
+after a log message on the same line, with CRLF line ends, inside a JSON string (escaped
+`\\n` line breaks), and when cut off mid-frame by an attribute length limit (it then runs to
+the end of the value).
+
+Two outputs:
+
+* `strip_traceback(text)` is the value that is kept on a span: every trace becomes its
+  exception type and nothing else (no message, frame, path or source line survives); text
+  around it is kept.
+* `redact_traceback(text)` is the copy for humans: exception types, frame function names,
+  relative file names and line numbers; no absolute path prefixes, home directories, user
+  names, source lines, local variables, argument values or error-property values, and
+  messages with secrets masked. At most 8 KiB, with a fingerprint of language, exception type
+  and frame functions that groups the same failure across line-number changes.
+
+Cost is linear in the input: a value is first checked for marker literals (most values stop
+there); otherwise each line is classified once with anchored patterns that only ever see a
+line prefix of at most `_LINE_PREFIX_CHARS` characters and contain no nested or overlapping
+quantifiers, so no line costs more than a constant. Nothing here raises on any string.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collector.scrub.engine import Scrubber
+
+__all__ = [
+    "HUMAN_MAX_BYTES",
+    "RedactedTraceback",
+    "redact_traceback",
+    "strip_traceback",
+    "strip_traceback_count",
+]
+
+HUMAN_MAX_BYTES: Final = 8 * 1024
+UNKNOWN_TRACE: Final = "[REDACTED:traceback]"
+_BOUNDARY: Final = "\x00"
+_LINE_PREFIX_CHARS: Final = 2048
+_MESSAGE_MAX_CHARS: Final = 300
+# Literals of which at least one appears in every trace format handled here.
+_MARKERS: Final = (
+    "Traceback (most recent call last)",
+    "\tat ",
+    "\\tat ",
+    "   at ",
+    "panic: ",
+    "fatal error: ",
+    "goroutine ",
+    "panicked at",
+    "stack backtrace:",
+    "Stack trace:",
+    ":in `",
+    ":in '",
+    "Uncaught ",
+)
+
+# ── line patterns (applied to bounded line prefixes only) ────────────────────────────────
+_PY_START = re.compile(r"(?:Exception Group )?Traceback \(most recent call last\):")
+_PY_CHAIN = re.compile(
+    r"\s*(?:The above exception was the direct cause of the following exception:"
+    r"|During handling of the above exception, another exception occurred:)\s*$"
+)
+_PY_FRAME = re.compile(r'(\s*(?:[|+]\s*)*)File "([^"]{1,1000})", line (\d+)(?:, in (\S{1,300}))?')
+_PY_EXC = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Z_]\w*)(?::\s|:$|$)")
+_PY_GROUP_EXC = re.compile(r"\s*\|\s((?:[A-Za-z_]\w*\.)*[A-Z_]\w*)(?::\s|:$|$)")
+_PY_GROUP_RULE = re.compile(r"\+[-+]*(?: \d+ -+)?$|[+-]+-{10,}$")
+_NEW_RECORD = re.compile(r"(?:\d{4}-\d\d-\d\d|\[?(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\b)")
+
+_AT_FRAME = re.compile(r"\s+at\s+\S")
+_JAVA_FRAME = re.compile(
+    r"\s+at\s+((?:[\w$<>-]+[./])*[\w$<>-]+)\(((?:[\w$.-]+\.(?:java|kt|kts|scala|groovy|clj)"
+    r"(?::\d+)?)|Native Method|Unknown Source|[\w$.-]+)\)"
+)
+_NODE_FRAME = re.compile(
+    r"\s+at\s+(?:async\s+)?(?:(?:new\s+)?([^\s(]{1,300}(?: \[as [^\]]{1,100}\])?)\s+\()?"
+    r"([^\s()]{1,1000}?):(\d+):(\d+)\)?\s*\{?\s*$"
+)
+_NODE_SPECIAL = re.compile(r"\s+at\s+(?:async\s+)?([^\s(]{1,300})\s+\((native|<anonymous>)\)")
+_DOTNET_FRAME = re.compile(
+    r"\s+at\s+([\w.`<>$|\[\],+-]{1,500})\(([^)]{0,500})\)(?:\s+in\s+(.{1,1000}):line\s+(\d+))?"
+)
+_JAVA_HEADER = re.compile(
+    r"(?:Exception in thread \"[^\"]{0,200}\"\s)?((?:[a-zA-Z_$][\w$]*\.)+[A-Z][\w$]*"
+    r"|[A-Z][\w$]*(?:Exception|Error|Throwable))(?=:|\s*$)"
+)
+_NODE_HEADER = re.compile(
+    r"(?:Uncaught\s)?([A-Z]\w*(?:Error|Exception)|Error)(?:\s\[[\w-]{1,80}\])?(?=:|\s*$)"
+)
+_DOTNET_HEADER = re.compile(
+    r"(?:Unhandled [eE]xception\.\s)?((?:[A-Z]\w*\.)+[A-Z]\w*(?:Exception|Error))(?=:|\s*$)"
+)
+_HEADERS: Final = (("dotnet", _DOTNET_HEADER), ("java", _JAVA_HEADER), ("node", _NODE_HEADER))
+_AT_CONTINUATION = re.compile(
+    r"\s*(?:Caused by: |Suppressed: |\.\.\. \d+ (?:more|common frames omitted)"
+    r"|---> |--- End of |\[cause\]: |\[errors\]: |at\s)"
+)
+_CAUSED = re.compile(r"(\s*(?:Caused by: |Suppressed: |---> |\[cause\]: ))(.*)")
+_NODE_SOURCE_CARET = re.compile(r"\s*\^+\s*$")
+_NODE_SOURCE_FILE = re.compile(r"\S+:\d+$")
+_NODE_VERSION = re.compile(r"Node\.js v\d+")
+
+_GO_START = re.compile(r"(panic: |fatal error: |goroutine \d+ \[[^\]]{1,100}\]:)")
+_GO_LINE = re.compile(
+    r"(?:goroutine \d+ \[[^\]]{0,100}\]:|\[signal |\t|\s+|created by |exit status \d+"
+    r"|panic: |fatal error: |\[recovered\]|[\w./*()\[\]-]{1,300}\(.{0,500}\)$)"
+)
+_GO_FUNC = re.compile(r"((?:created by )?[\w./*()\[\]-]{1,300}?)\((.{0,500})\)$")
+_GO_FILE = re.compile(r"\t(\S{1,1000}\.go):(\d+)")
+
+_RUST_START = re.compile(r"thread '[^']{0,200}'(?: \(\d+\))? panicked at ")
+_RUST_LINE = re.compile(r"(?:note: |stack backtrace:|\s+\d+:\s|\s+at\s)")
+_RUST_FRAME = re.compile(r"\s+\d+:\s+(?:0x[0-9a-f]+ - )?(\S{1,500})")
+_RUST_AT = re.compile(r"(\s+at\s+)(\S{1,1000}?):(\d+)(?::(\d+))?\s*$")
+_RUST_PANIC = re.compile(
+    r"(thread '[^']{0,200}'(?: \(\d+\))? panicked at )(?:'(.*)', )?(\S{1,1000}?):(\d+):(\d+)(:?)"
+)
+
+_RUBY_START = re.compile(r"(\S{1,1000}?):(\d+):in [`']([^'`]{1,300})'?: (.*) \(([A-Z][\w:]*)\)\s*$")
+_RUBY_FROM = re.compile(r"(\s+from )(\S{1,1000}?):(\d+):in [`']([^'`]{1,300})'")
+
+_PHP_START = re.compile(
+    r"(?:PHP )?(?:Fatal error: +Uncaught |Uncaught )([A-Z][\w\\]*)(?:: (.*?))?"
+    r"(?: in (\S{1,1000}):(\d+))?\s*$"
+)
+_PHP_LINE = re.compile(r"(?:Stack trace:|#\d+ |\s+thrown in |Next [A-Z][\w\\]*)")
+_PHP_FRAME = re.compile(r"#(\d+) (?:(\S{1,1000}?)\((\d+)\): )?([^(]{1,300})(?:\((.{0,2000})\))?")
+
+_ABS_PATH = re.compile(
+    r"(?:file://)?(?:[A-Za-z]:[\\/]|/|~[/\\])(?:[^\s\\/:\"'()<>]+[\\/])+[^\s\\/:\"'()<>]*"
+)
+_VENDOR_DIRS: Final = ("site-packages", "dist-packages", "node_modules", "vendor", "gems")
+
+
+@dataclass(frozen=True, slots=True)
+class RedactedTraceback:
+    """The human copy of the traces in a text, at most 8 KiB, with a grouping fingerprint.
+
+    `exception_type` is the (outermost) exception type of the first trace, `language` its
+    runtime, and `fingerprint` a hex digest of language, exception types and frame functions:
+    stable across line-number and path changes, different when the failing code path differs.
+    """
+
+    text: str
+    exception_type: str | None
+    fingerprint: str
+    language: str
+
+
+@dataclass(slots=True)
+class _Line:
+    text: str  # content for matching (escaped JSON lines unescaped), no line end
+    start: int  # offsets of the raw content in the original text
+    end: int
+    next: int  # offset after the line end
+    # The rest of a line after the JSON string that held an escaped trace: never part of one.
+    boundary: bool = False
+
+
+@dataclass(slots=True)
+class _Region:
+    first: int  # line index
+    last: int  # inclusive line index
+    col: int  # raw offset in the text where the trace starts (text before it is kept)
+    language: str
+    exception_type: str | None
+
+
+def _has_marker(text: str) -> bool:
+    return any(marker in text for marker in _MARKERS)
+
+
+_REAL_NL = re.compile(r"\r\n|\r|\n")
+# Escaped backslashes are matched first so `\\n` (a backslash, then n) is not a line break.
+_ESCAPED_NL = re.compile(r"\\\\|\\r\\n|\\n")
+
+
+def _closing_quote(text: str, start: int, end: int) -> int:
+    """Offset of the first unescaped `"` in text[start:end] (where a JSON string ends), or -1."""
+    pos = text.find('"', start, end)
+    while pos >= 0:
+        slashes = 0
+        # Runs of backslashes longer than 64 are not JSON escapes anyone writes; stop counting.
+        while slashes < 64 and pos - slashes - 1 >= start and text[pos - slashes - 1] == "\\":
+            slashes += 1
+        if slashes % 2 == 0:
+            return pos
+        pos = text.find('"', pos + 1, end)
+    return -1
+
+
+def _unescape(text: str) -> str:
+    return text.replace('\\"', '"').replace("\\t", "\t").replace("\\/", "/").replace("\\\\", "\\")
+
+
+def _split(text: str) -> list[_Line]:
+    lines: list[_Line] = []
+
+    def add_escaped(start: int, end: int, nxt: int, *, opening: bool) -> None:
+        quote = -1 if opening else _closing_quote(text, start, end)
+        if quote < 0:
+            lines.append(_Line(_unescape(text[start:end]), start, end, nxt))
+            return
+        lines.append(_Line(_unescape(text[start:quote]), start, quote, quote))
+        lines.append(_Line(text[quote:end], quote, end, nxt, boundary=True))
+
+    def add(start: int, end: int, nxt: int) -> None:
+        segment = text[start:end]
+        # Escaped line breaks: a JSON string holding a trace. One stray "\n" is more likely a
+        # Windows path ("C:\new"), so two are required, or an escaped quote beside one.
+        escaped = segment.count("\\n") >= 2 or ("\\n" in segment and '\\"' in segment)
+        if escaped and _has_marker(segment):
+            pos = start
+            opening = True  # the first piece holds the string's opening quote
+            for match in _ESCAPED_NL.finditer(text, start, end):
+                if match.group() == "\\\\":
+                    continue
+                add_escaped(pos, match.start(), match.end(), opening=opening)
+                opening = False
+                pos = match.end()
+            add_escaped(pos, end, nxt, opening=opening)
+            return
+        lines.append(_Line(segment, start, end, nxt))
+
+    pos = 0
+    for match in _REAL_NL.finditer(text):
+        add(pos, match.start(), match.end())
+        pos = match.end()
+    add(pos, len(text), len(text))
+    return lines
+
+
+def _head(line: _Line) -> str:
+    """The matching text of a line where a trace may start (boundary lines included)."""
+    return line.text[:_LINE_PREFIX_CHARS]
+
+
+def _prefix(line: _Line) -> str:
+    # A boundary line matches no trace pattern and is not blank, so every finder stops there.
+    return _BOUNDARY if line.boundary else line.text[:_LINE_PREFIX_CHARS]
+
+
+def _blank(line: _Line) -> bool:
+    return not line.boundary and not line.text.strip()
+
+
+def _indented(line: _Line) -> bool:
+    return not line.boundary and line.text[:1] in (" ", "\t")
+
+
+def _raw_col(text: str, line: _Line, needle: str, fallback: int) -> int:
+    """Raw offset of `needle` in `line` (escaped lines differ from their matching text)."""
+    found = text.find(needle, line.start, line.end) if needle else -1
+    if found >= 0:
+        return found
+    return min(line.start + fallback, line.end)
+
+
+# ── per-language region finders: (text, lines, index) -> region or None ───────────────────
+
+
+def _python(text: str, lines: list[_Line], i: int) -> _Region | None:
+    line = lines[i]
+    match = _PY_START.search(_head(line))
+    if match is None:
+        return None
+    before = line.text[: match.start()]
+    col = line.start if not before.strip(" \t|+") else _raw_col(text, line, match.group(), 0)
+    group = match.group().startswith("Exception Group")
+    exc: str | None = None
+    n = len(lines)
+    j = i + 1
+    after_exc = False
+    while j < n:
+        cur = lines[j]
+        body = _prefix(cur)
+        if _blank(cur):
+            chain = _chain_after_blank(lines, j)
+            if chain >= 0:
+                j = chain + 1
+                after_exc = False
+                continue
+            if after_exc or _only_blank_after(lines, j):
+                break
+            j += 1
+            continue
+        if _PY_START.search(body) and not body[: body.find("Traceback")].strip(" \t|+"):
+            group = group or "Exception Group" in body
+            after_exc = False
+            j += 1
+            continue
+        if _indented(cur) or body.startswith(("|", "+")):
+            if group and exc is None:
+                found = _PY_GROUP_EXC.match(body)
+                if found and not body.lstrip().startswith("|   "):
+                    exc = found.group(1)
+            j += 1
+            continue
+        if after_exc:
+            if _NEW_RECORD.match(body) or cur.boundary:
+                break
+            j += 1  # multi-line messages (pydantic's error details) belong to the trace
+            continue
+        found = _PY_EXC.match(body)
+        if found is None:
+            break
+        if not group:
+            exc = found.group(1)  # the last printed exception is the one that escaped
+        after_exc = True
+        j += 1
+    last = j - 1
+    while last > i and _blank(lines[last]):
+        last -= 1
+    return _Region(i, last, col, "python", exc)
+
+
+def _chain_after_blank(lines: list[_Line], j: int) -> int:
+    """Index of a Python chain sentence after the blank lines from `j`, or -1."""
+    k = j + 1
+    while k < len(lines) and _blank(lines[k]):
+        k += 1
+    return k if k < len(lines) and _PY_CHAIN.match(_prefix(lines[k])) else -1
+
+
+def _only_blank_after(lines: list[_Line], j: int) -> bool:
+    k = j + 1
+    while k < len(lines) and _blank(lines[k]):
+        k += 1
+    return k >= len(lines)
+
+
+def _at_frames(text: str, lines: list[_Line], i: int) -> _Region | None:
+    """Java/Kotlin, Node.js and .NET: a header line followed by `at ...` frames."""
+    n = len(lines)
+    first_frame = i + 1
+    # .NET prints inner exceptions (" ---> X: ...") between the header and the first frame.
+    while first_frame < min(n, i + 4) and _CAUSED.match(_prefix(lines[first_frame])):
+        first_frame += 1
+    if first_frame >= n or not _AT_FRAME.match(_prefix(lines[first_frame])):
+        return None
+    frame = _prefix(lines[first_frame])
+    if _JAVA_FRAME.match(frame) and not _NODE_FRAME.match(frame):
+        language, header = "java", _JAVA_HEADER
+    elif _NODE_FRAME.match(frame) or _NODE_SPECIAL.match(frame):
+        language, header = "node", _NODE_HEADER
+    elif _DOTNET_FRAME.match(frame):
+        language, header = "dotnet", _DOTNET_HEADER
+    elif first_frame == n - 1:
+        # Cut off inside the first frame: the header alone decides the runtime.
+        head_text = _head(lines[i])
+        language, header = next(
+            ((lang, pattern) for lang, pattern in _HEADERS if pattern.search(head_text)),
+            ("java", _JAVA_HEADER),
+        )
+    else:
+        return None
+    head = lines[i]
+    found = header.search(_head(head))
+    if found is None and language == "java":
+        found = _DOTNET_HEADER.search(_head(head))
+    if found is None:
+        return None
+    exc = found.group(1)
+    col = _raw_col(text, head, found.group(), found.start())
+    first = i
+    # Uncaught Node errors are preceded by "file:line", the source line, a caret line, a blank.
+    if (
+        language == "node"
+        and i >= 4
+        and col == head.start
+        and _blank(lines[i - 1])
+        and _NODE_SOURCE_CARET.match(_prefix(lines[i - 2]))
+        and _NODE_SOURCE_FILE.search(_prefix(lines[i - 4]))
+    ):
+        first = i - 4
+        col = lines[first].start
+    j = i + 1
+    in_props = False
+    while j < n:
+        body = _prefix(lines[j])
+        if in_props:
+            in_props = not body.startswith("}")
+            j += 1
+            continue
+        if _AT_CONTINUATION.match(body):
+            in_props = language == "node" and body.rstrip().endswith("{")
+            j += 1
+            continue
+        if (
+            language == "node"
+            and body.startswith(("  ", "\t"))
+            and lines[j - 1].text.rstrip().endswith("{")
+        ):
+            in_props = True
+            continue
+        break
+    last = j - 1
+    k = j
+    while k < n and _blank(lines[k]):
+        k += 1
+    if language == "node" and k < n and _NODE_VERSION.match(_prefix(lines[k])):
+        last = k
+    return _Region(first, last, col, language, exc)
+
+
+def _go(text: str, lines: list[_Line], i: int) -> _Region | None:
+    line = lines[i]
+    match = _GO_START.search(_head(line))
+    if match is None:
+        return None
+    if match.group().startswith("goroutine") and match.start() != 0:
+        return None
+    # "panic: " also ends many log messages; require the goroutine header to follow.
+    n = len(lines)
+    k = i + 1
+    while k < n and k <= i + 12 and not _prefix(lines[k]).startswith("goroutine "):
+        k += 1
+    if not match.group().startswith("goroutine") and (k >= n or k > i + 12):
+        return None
+    kind = match.group().rstrip(": ")
+    exc = {"panic": "panic", "fatal error": "fatal error"}.get(kind, "goroutine dump")
+    col = _raw_col(text, line, match.group(), match.start())
+    j = i + 1
+    while j < n:
+        cur = lines[j]
+        if _blank(cur) or _GO_LINE.match(_prefix(cur)):
+            j += 1
+            continue
+        break
+    last = j - 1
+    while last > i and _blank(lines[last]):
+        last -= 1
+    return _Region(i, last, col, "go", exc)
+
+
+def _rust(text: str, lines: list[_Line], i: int) -> _Region | None:
+    line = lines[i]
+    match = _RUST_START.search(_head(line))
+    if match is None:
+        if _head(line).startswith("stack backtrace:"):
+            match = None
+            col = line.start
+        else:
+            return None
+    else:
+        col = _raw_col(text, line, match.group(), match.start())
+    n = len(lines)
+    j = i + 1
+    # The message of a >=1.73 panic runs until the "note:" or "stack backtrace:" line.
+    k = j
+    while k < n and k <= i + 40 and not _RUST_LINE.match(_prefix(lines[k])):
+        k += 1
+    if k < n and k <= i + 40 and match is not None and line.text.rstrip().endswith(":"):
+        j = k
+    elif match is not None and line.text.rstrip().endswith(":") and j < n:
+        j += 1  # cut off: keep the one message line inside the trace
+    while j < n and _RUST_LINE.match(_prefix(lines[j])):
+        j += 1
+    return _Region(i, j - 1, col, "rust", "panic")
+
+
+def _ruby(text: str, lines: list[_Line], i: int) -> _Region | None:
+    line = lines[i]
+    match = _RUBY_START.match(_head(line))
+    if match is None:
+        return None
+    n = len(lines)
+    j = i + 1
+    while j < n and _RUBY_FROM.match(_prefix(lines[j])):
+        j += 1
+    return _Region(i, j - 1, line.start, "ruby", match.group(5))
+
+
+def _php(text: str, lines: list[_Line], i: int) -> _Region | None:
+    line = lines[i]
+    body = _head(line)
+    match = _PHP_START.search(body)
+    if match is None:
+        return None
+    n = len(lines)
+    followed = i + 1 < n and _PHP_LINE.match(_prefix(lines[i + 1]))
+    if not followed and ("Uncaught " not in body or "Fatal error" not in body):
+        return None
+    col = _raw_col(text, line, "PHP " if body.startswith("PHP ") else match.group(), match.start())
+    j = i + 1
+    while j < n and _PHP_LINE.match(_prefix(lines[j])):
+        j += 1
+    return _Region(i, j - 1, col, "php", match.group(1).replace("\\\\", "\\"))
+
+
+_FINDERS: Final[tuple[Callable[[str, list[_Line], int], _Region | None], ...]] = (
+    _python,
+    _at_frames,
+    _go,
+    _rust,
+    _ruby,
+    _php,
+)
+
+
+def _regions(text: str) -> tuple[list[_Line], list[_Region]]:
+    if not text or not _has_marker(text):
+        return [], []
+    lines = _split(text)
+    regions: list[_Region] = []
+    i = 0
+    n = len(lines)
+    while i < n:
+        region = None
+        if lines[i].text.strip():
+            for finder in _FINDERS:
+                region = finder(text, lines, i)
+                if region is not None:
+                    break
+        if region is None:
+            i += 1
+            continue
+        regions.append(region)
+        i = region.last + 1
+    return lines, regions
+
+
+# ── the kept value ──────────────────────────────────────────────────────────────────────
+
+
+def strip_traceback_count(text: str) -> tuple[str, int]:
+    """`strip_traceback`'s text plus the number of traces removed (for redaction counts)."""
+    stripped, _, count = _strip(text)
+    return stripped, count
+
+
+def strip_traceback(text: str) -> tuple[str, str | None]:
+    """Reduce every trace in `text` to its exception type; return the text and the first type.
+
+    The type is None when there is no trace. A trace whose type cannot be known (a Python
+    trace cut off before its last line) becomes `[REDACTED:traceback]`.
+    """
+    stripped, exc, _ = _strip(text)
+    return stripped, exc
+
+
+def _strip(text: str) -> tuple[str, str | None, int]:
+    try:
+        lines, regions = _regions(text)
+    except RecursionError:  # pragma: no cover - nothing here recurses; fail closed anyway
+        return UNKNOWN_TRACE, None, 1
+    if not regions:
+        return text, None, 0
+    pieces: list[str] = []
+    pos = 0
+    for region in regions:
+        pieces.append(text[pos : region.col])
+        pieces.append(region.exception_type or UNKNOWN_TRACE)
+        pos = lines[region.last].end
+    pieces.append(text[pos:])
+    return "".join(pieces), regions[0].exception_type, len(regions)
+
+
+# ── the human copy ──────────────────────────────────────────────────────────────────────
+
+
+def _relpath(path: str) -> str:
+    """A path without its absolute prefix: vendor-relative, or its last two components."""
+    path = path.removeprefix("file://")
+    if path.startswith(("node:", "<")) or not path:
+        return path
+    parts = [p for p in re.split(r"[\\/]", path) if p]
+    for index, part in enumerate(parts):
+        if part in _VENDOR_DIRS and index + 1 < len(parts):
+            return "/".join(parts[index:])
+    absolute = path.startswith(("/", "~", "\\")) or re.match(r"[A-Za-z]:[\\/]", path)
+    if absolute or len(parts) > 2:
+        return "/".join(parts[-2:])
+    return "/".join(parts)
+
+
+def _clean_message(message: str, scrubber: Scrubber | None) -> str:
+    message = message[:_MESSAGE_MAX_CHARS]
+    if scrubber is not None:
+        message = scrubber.scrub_secrets(message).text
+    return _ABS_PATH.sub(lambda m: _relpath(m.group()), message)
+
+
+def _human_python(
+    lines: list[_Line], region: _Region, scrub: Callable[[str], str], funcs: list[str]
+) -> list[str]:
+    out: list[str] = []
+    # Only the first unindented line after the frames is the exception; lines after it are
+    # the rest of its message (pydantic's input values among them) and are dropped.
+    expect_exc = True
+    for index in range(region.first, region.last + 1):
+        body = lines[index].text[:_LINE_PREFIX_CHARS]
+        if index == region.first:
+            start = _PY_START.search(body)
+            out.append(body[start.start() if start else 0 :].strip())
+            continue
+        frame = _PY_FRAME.match(body)
+        if frame:
+            lead, path, lineno, func = frame.groups()
+            funcs.append(func or "?")
+            out.append(f'{lead}File "{_relpath(path)}", line {lineno}, in {func or "?"}')
+            expect_exc = True
+            continue
+        stripped = body.strip()
+        if _PY_START.search(body) or _PY_CHAIN.match(body) or _PY_GROUP_RULE.match(stripped):
+            out.append(body.rstrip())
+            expect_exc = True
+            continue
+        group_exc = _PY_GROUP_EXC.match(body)
+        exc = None if _indented(lines[index]) else _PY_EXC.match(body)
+        found = group_exc or exc
+        if found is None or not stripped or not (expect_exc or group_exc):
+            continue
+        name = found.group(1)
+        lead = body[: body.find(name)] if group_exc else ""
+        message = body[found.start(1) + len(name) :].lstrip(":").strip()
+        funcs.append(name)
+        expect_exc = False
+        out.append(f"{lead}{name}" + (f": {scrub(message)}" if message else ""))
+    return out
+
+
+def _human_at(
+    lines: list[_Line], region: _Region, scrub: Callable[[str], str], funcs: list[str]
+) -> list[str]:
+    out: list[str] = []
+    header_done = False
+    for index in range(region.first, region.last + 1):
+        body = lines[index].text[:_LINE_PREFIX_CHARS]
+        if not header_done:
+            header = {"java": _JAVA_HEADER, "node": _NODE_HEADER, "dotnet": _DOTNET_HEADER}[
+                region.language
+            ].search(body)
+            if header is None:
+                continue  # Node's source excerpt before the header: code, not kept
+            header_done = True
+            rest = body[header.end() :].lstrip(":").strip()
+            out.append(header.group(1) + (f": {scrub(rest)}" if rest else ""))
+            continue
+        java = _JAVA_FRAME.match(body) if region.language == "java" else None
+        if java:
+            funcs.append(java.group(1))
+            out.append(f"\tat {java.group(1)}({java.group(2)})")
+            continue
+        node = _NODE_FRAME.match(body) if region.language == "node" else None
+        if node:
+            func, path, line_no, column = node.groups()
+            funcs.append(func or "<anonymous>")
+            where = f"{_relpath(path)}:{line_no}:{column}"
+            out.append(f"    at {func} ({where})" if func else f"    at {where}")
+            continue
+        special = _NODE_SPECIAL.match(body) if region.language == "node" else None
+        if special:
+            funcs.append(special.group(1))
+            out.append(f"    at {special.group(1)} ({special.group(2)})")
+            continue
+        dotnet = _DOTNET_FRAME.match(body) if region.language == "dotnet" else None
+        if dotnet:
+            method, params, path, line_no = dotnet.groups()
+            funcs.append(method)
+            where = f" in {_relpath(path)}:line {line_no}" if path else ""
+            out.append(f"   at {method}({params}){where}")
+            continue
+        caused = _CAUSED.match(body)
+        if caused:
+            lead, rest = caused.groups()
+            name, _, message = rest.partition(": ")
+            funcs.append(name.strip())
+            out.append(f"{lead}{name.strip()}" + (f": {scrub(message)}" if message else ""))
+            continue
+        if re.match(r"\s*(?:\.\.\. \d+ (?:more|common frames omitted)|--- End of )", body):
+            out.append(body.rstrip())
+    return out
+
+
+def _human_go(
+    lines: list[_Line], region: _Region, scrub: Callable[[str], str], funcs: list[str]
+) -> list[str]:
+    out: list[str] = []
+    for index in range(region.first, region.last + 1):
+        body = lines[index].text[:_LINE_PREFIX_CHARS]
+        if index == region.first:
+            start = _GO_START.search(body)
+            body = body[start.start() :] if start else body
+            kind, _, message = body.partition(": ")
+            out.append(
+                f"{kind}: {scrub(message)}"
+                if message and not kind.startswith("goroutine")
+                else body.rstrip()
+            )
+            continue
+        if body.startswith(("goroutine ", "[signal ")) or not body.strip():
+            out.append(body.rstrip())
+            continue
+        file_line = _GO_FILE.match(body)
+        if file_line:
+            out.append(f"\t{_relpath(file_line.group(1))}:{file_line.group(2)}")
+            continue
+        if body.startswith("created by "):
+            created = body.split(" in goroutine ", 1)[0].rstrip()
+            funcs.append(created)
+            out.append(created)
+            continue
+        func = _GO_FUNC.match(body.strip())
+        if func:
+            funcs.append(func.group(1))
+            # Argument words are raw values (pointers, lengths, sometimes data): drop them.
+            out.append(f"{func.group(1)}(...)")
+            continue
+        if body.startswith(("panic: ", "fatal error: ")):
+            kind, _, message = body.partition(": ")
+            out.append(f"{kind}: {scrub(message)}")
+    while out and not out[-1].strip():
+        out.pop()
+    return out
+
+
+def _human_rust(
+    lines: list[_Line], region: _Region, scrub: Callable[[str], str], funcs: list[str]
+) -> list[str]:
+    out: list[str] = []
+    for index in range(region.first, region.last + 1):
+        body = lines[index].text[:_LINE_PREFIX_CHARS]
+        panic = _RUST_PANIC.search(body)
+        if panic:
+            lead, old_message, path, line_no, column, colon = panic.groups()
+            where = f"{_relpath(path)}:{line_no}:{column}"
+            if old_message is not None:
+                out.append(f"{lead}'{scrub(old_message)}', {where}")
+            else:
+                out.append(f"{lead}{where}{colon}")
+            continue
+        frame = _RUST_FRAME.match(body)
+        if frame:
+            funcs.append(frame.group(1))
+            out.append(body[: frame.start(1)] + frame.group(1))
+            continue
+        at = _RUST_AT.match(body)
+        if at:
+            out.append(
+                f"{at.group(1)}{_relpath(at.group(2))}:{at.group(3)}"
+                + (f":{at.group(4)}" if at.group(4) else "")
+            )
+            continue
+        if body.startswith(("note: ", "stack backtrace:")):
+            out.append(body.rstrip())
+            continue
+        if body.strip():
+            out.append(scrub(body.strip()))  # the panic message
+    return out
+
+
+def _human_ruby(
+    lines: list[_Line], region: _Region, scrub: Callable[[str], str], funcs: list[str]
+) -> list[str]:
+    out: list[str] = []
+    for index in range(region.first, region.last + 1):
+        body = lines[index].text[:_LINE_PREFIX_CHARS]
+        start = _RUBY_START.match(body)
+        if start:
+            path, line_no, method, message, exc = start.groups()
+            funcs.append(method)
+            out.append(f"{_relpath(path)}:{line_no}:in '{method}': {scrub(message)} ({exc})")
+            continue
+        frame = _RUBY_FROM.match(body)
+        if frame:
+            lead, path, line_no, method = frame.groups()
+            funcs.append(method)
+            out.append(f"{lead}{_relpath(path)}:{line_no}:in '{method}'")
+    return out
+
+
+def _human_php(
+    lines: list[_Line], region: _Region, scrub: Callable[[str], str], funcs: list[str]
+) -> list[str]:
+    out: list[str] = []
+    for index in range(region.first, region.last + 1):
+        body = lines[index].text[:_LINE_PREFIX_CHARS]
+        if index == region.first:
+            start = _PHP_START.search(body)
+            if start:
+                exc, message, path, line_no = start.groups()
+                where = f" in {_relpath(path)}:{line_no}" if path else ""
+                out.append(f"Uncaught {exc}: {scrub(message or '')}{where}")
+            continue
+        frame = _PHP_FRAME.match(body)
+        if frame:
+            number, path, line_no, func, _args = frame.groups()
+            funcs.append(func)
+            where = f"{_relpath(path)}({line_no}): " if path else ""
+            # Arguments are call-time values; the function name is enough to group.
+            suffix = "(...)" if _args else ""
+            out.append(f"#{number} {where}{func}{suffix}")
+            continue
+        thrown = re.match(r"(\s+thrown in )(\S+) on line (\d+)", body)
+        if thrown:
+            out.append(f"{thrown.group(1)}{_relpath(thrown.group(2))} on line {thrown.group(3)}")
+            continue
+        if body.startswith("Stack trace:"):
+            out.append("Stack trace:")
+        elif body.startswith("Next "):
+            name, _, message = body[5:].partition(": ")
+            out.append(f"Next {name}: {scrub(message)}")
+    return out
+
+
+_HUMAN: Final[
+    dict[str, Callable[[list[_Line], _Region, Callable[[str], str], list[str]], list[str]]]
+] = {
+    "python": _human_python,
+    "java": _human_at,
+    "node": _human_at,
+    "dotnet": _human_at,
+    "go": _human_go,
+    "rust": _human_rust,
+    "ruby": _human_ruby,
+    "php": _human_php,
+}
+
+
+def _cap(lines: list[str], limit: int) -> str:
+    text = "\n".join(lines)
+    if len(text.encode("utf-8", "surrogatepass")) <= limit:
+        return text
+    kept: list[str] = []
+    used = 0
+    budget = limit - 64  # room for the truncation note
+    for line in lines:
+        size = len(line.encode("utf-8", "surrogatepass")) + 1
+        if used + size > budget:
+            break
+        kept.append(line)
+        used += size
+    kept.append(f"... [{len(lines) - len(kept)} lines truncated]")
+    return "\n".join(kept)
+
+
+def redact_traceback(text: str, scrubber: Scrubber | None = None) -> RedactedTraceback | None:
+    """The redacted human copy of the traces in `text`, or None when it has none.
+
+    Messages are scrubbed with `scrubber` (default: the built-in rules) and cut to 300
+    characters; the result is at most 8 KiB of UTF-8.
+    """
+    lines, regions = _regions(text)
+    if not regions:
+        return None
+    if scrubber is None:
+        # Imported here: collector.scrub imports this module, so a top-level import would cycle.
+        from collector.scrub import default_scrubber  # noqa: PLC0415
+
+        scrubber = default_scrubber()
+
+    def scrub(message: str) -> str:
+        return _clean_message(message, scrubber)
+
+    parts: list[str] = []
+    funcs: list[str] = []
+    for region in regions:
+        rendered = _HUMAN[region.language](lines, region, scrub, funcs)
+        if region.exception_type is None and region.language == "python":
+            rendered.append("[traceback cut off]")
+        if parts:
+            parts.append("")
+        parts.extend(rendered)
+    first = regions[0]
+    key = "\n".join([first.language, *(r.exception_type or "?" for r in regions), *funcs])
+    fingerprint = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return RedactedTraceback(
+        text=_cap(parts, HUMAN_MAX_BYTES),
+        exception_type=first.exception_type,
+        fingerprint=fingerprint,
+        language=first.language,
+    )

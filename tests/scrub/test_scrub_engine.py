@@ -1,0 +1,273 @@
+"""The scrub engine: every built-in rule masks its format and spares its near misses; ids
+survive; wrappers are decoded; bad input never raises."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Callable
+from urllib.parse import quote
+
+import pytest
+
+from collector.errors import RulesError
+from collector.scrub import RuleSet, Scrubber, load_rules
+from collector.scrub.engine import TRUNCATED_MARKER, shannon_entropy
+from collector.scrub.rules import Rule
+from collector.scrub.samples import BENIGN_IDS, SAMPLES, github_style_token
+
+ALL_RULE_IDS = sorted(SAMPLES)
+
+
+def _gone(core: str, text: str) -> bool:
+    return core not in text and quote(core, safe="") not in text
+
+
+def test_every_builtin_rule_has_samples(pii_rules: RuleSet) -> None:
+    """Each built-in rule, PII included, has generated examples and near misses."""
+    assert set(pii_rules.ids) == set(SAMPLES)
+
+
+@pytest.mark.parametrize("rule_id", ALL_RULE_IDS)
+def test_rule_masks_examples_generated_from_its_format(
+    pii_rules: RuleSet, pii_scrubber: Scrubber, rule_id: str
+) -> None:
+    """The rule alone masks its examples, and so does the full scrubber."""
+    rule = next(r for r in pii_rules.rules if r.id == rule_id)
+    alone = Scrubber(RuleSet((rule,)))
+    for seed in range(4):
+        planted = SAMPLES[rule_id].make(random.Random(seed))
+        by_rule = alone.scrub_secrets(planted.text)
+        assert _gone(planted.core, by_rule.text), planted.text
+        assert by_rule.counts.get(rule_id, 0) >= 1
+        assert _gone(planted.core, pii_scrubber.scrub_secrets(planted.text).text)
+
+
+@pytest.mark.parametrize("rule_id", ALL_RULE_IDS)
+def test_near_misses_survive_every_rule(pii_scrubber: Scrubber, rule_id: str) -> None:
+    """Look-alikes of the rule's format (bad checksum, too short, placeholders) stay as they are."""
+    for seed in range(3):
+        for text in SAMPLES[rule_id].near_misses(random.Random(seed)):
+            assert pii_scrubber.scrub_secrets(text).text == text
+
+
+ID_CONTEXTS = [
+    pytest.param("{}", id="bare"),
+    pytest.param("trace_id={}", id="key-value"),
+    pytest.param('{{"id": "{}", "status": "not_found"}}', id="json"),
+    pytest.param("job {} failed after 17 retries", id="message"),
+    pytest.param("GET /v1/items/{}?cursor={}&limit=17", id="url"),
+    pytest.param("traceparent: 00-{}-01", id="header"),
+    pytest.param('"{{\\"call_id\\": \\"{}\\"}}"', id="json-escaped"),
+]
+
+
+@pytest.mark.parametrize("context", ID_CONTEXTS)
+def test_benign_ids_survive(pii_scrubber: Scrubber, context: str) -> None:
+    """Trace/span ids, UUIDs, ULIDs, SHAs, digests, object ids and job ids are never masked."""
+    for value in BENIGN_IDS:
+        text = context.format(value, value)
+        assert pii_scrubber.scrub(text).text == text
+
+
+WRAPPERS = [
+    pytest.param(lambda t: f"tool lookup_job failed: {t}", id="plain"),
+    pytest.param(lambda t: json.dumps({"args": t, "call_id": "call_17"}), id="json"),
+    pytest.param(lambda t: json.dumps({"output": json.dumps({"args": t})}), id="json-in-json"),
+    pytest.param(lambda t: "https://api.example.com/cb?state=" + quote(t, safe=""), id="percent"),
+    pytest.param(lambda t: "ERROR failed\r\n" + t.replace("\n", "\r\n") + "\r\n", id="crlf"),
+    pytest.param(lambda t: repr({"kwargs": t}), id="python-repr"),
+]
+
+
+@pytest.mark.parametrize("wrap", WRAPPERS)
+@pytest.mark.parametrize("rule_id", ALL_RULE_IDS)
+def test_planted_secret_in_wrapper_is_masked(
+    pii_scrubber: Scrubber, rule_id: str, wrap: Callable[[str], str]
+) -> None:
+    """A secret JSON-escaped (once or twice), percent-encoded or in a repr is still masked."""
+    planted = SAMPLES[rule_id].make(random.Random(17))
+    out = pii_scrubber.scrub(wrap(planted.text)).text
+    assert _gone(planted.core, out)
+
+
+def test_json_escaped_key_value_is_masked_in_place(scrubber: Scrubber) -> None:
+    """The mask replaces only the secret; the JSON-escaped structure stays valid."""
+    value = '"{\\"api_key\\": \\"Zx81kPq2LmN0vB7rT5yWq\\", \\"job\\": \\"INV-17\\"}"'
+    out = scrubber.scrub(value).text
+    assert out == '"{\\"api_key\\": \\"[REDACTED:secret-assignment]\\", \\"job\\": \\"INV-17\\"}"'
+    assert json.loads(json.loads(out))["job"] == "INV-17"
+
+
+def test_percent_encoded_secret_is_masked_in_place(scrubber: Scrubber) -> None:
+    """`?token=...%2F...` masks the whole encoded value and keeps the other parameters."""
+    out = scrubber.scrub("GET /cb?token=Zx81kPq2%2FLmN0vB7rT5yW&page=2").text
+    assert out == "GET /cb?token=[REDACTED:secret-assignment]&page=2"
+
+
+def test_percent_encoded_url_with_credentials(scrubber: Scrubber) -> None:
+    """A URL passed percent-encoded as a parameter loses its password, mapped back in place."""
+    inner = quote("postgres://app:s3cr3tPassw0rd@db:5432/app", safe="")
+    out = scrubber.scrub(f"/connect?dsn={inner}").text
+    assert "s3cr3tPassw0rd" not in out
+    assert out.startswith("/connect?dsn=postgres%3A%2F%2Fapp%3A[REDACTED:postgres-uri-password]")
+
+
+def test_counts_are_per_rule_and_never_values(scrubber: Scrubber) -> None:
+    """Scrubbed.counts maps rule ids to counts."""
+    token = github_style_token(random.Random(1), "ghp_")
+    out = scrubber.scrub(f"{token} and {token} and password=hunter22")
+    assert dict(out.counts) == {"github-pat": 2, "password-assignment": 1}
+    assert out.redactions == 3
+
+
+def test_hmac_fingerprint_is_stable_per_key_and_secret() -> None:
+    """With an HMAC key the same secret gets the same fingerprint; another key another one."""
+    token = github_style_token(random.Random(2), "ghp_")
+    first = Scrubber(load_rules(), hmac_key=b"k1").scrub(f"a {token} b {token}").text
+    other = Scrubber(load_rules(), hmac_key=b"k2").scrub(f"a {token}").text
+    marks = first.split()
+    assert marks[1] == marks[3]
+    assert marks[1].startswith("[REDACTED:github-pat:hmac=")
+    assert other.split()[1] != marks[1]
+    assert token not in first
+
+
+def test_scrub_is_idempotent(scrubber: Scrubber) -> None:
+    """Scrubbing a scrubbed value changes nothing more."""
+    for rule_id in ALL_RULE_IDS:
+        once = scrubber.scrub(SAMPLES[rule_id].make(random.Random(5)).text).text
+        assert scrubber.scrub(once).text == once
+
+
+def test_contains_secret(scrubber: Scrubber) -> None:
+    """contains_secret is true for a secret and false for ids."""
+    assert scrubber.contains_secret(github_style_token(random.Random(3), "ghp_"))
+    assert not any(scrubber.contains_secret(value) for value in BENIGN_IDS)
+
+
+def test_scrub_strips_traceback_before_masking(scrubber: Scrubber) -> None:
+    """scrub() keeps only the exception type of a trace; scrub_secrets() leaves it."""
+    trace = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/alice/app/tools.py", line 3, in lookup\n'
+        "    raise KeyError(job_id)\n"
+        "KeyError: 'INV-17'\n"
+    )
+    out = scrubber.scrub("lookup failed: " + trace)
+    assert out.text == "lookup failed: KeyError\n"
+    assert out.counts["traceback"] == 1
+    assert scrubber.scrub_secrets(trace).text == trace
+
+
+BAD_INPUTS = [
+    pytest.param("a" * (10 << 20), id="10MiB-one-char"),
+    pytest.param("token=" * 200_000, id="keyword-repeated"),
+    pytest.param("[" * 100_000 + "]" * 100_000, id="deep-json"),
+    pytest.param('{"a":' * 50_000 + "1" + "}" * 50_000, id="deep-json-object"),
+    pytest.param("\ud800 lone surrogate \udfff password=\udc80x", id="invalid-utf8-surrogates"),
+    pytest.param("nul\x00bytes\x00password=\x00hunter22", id="nul-bytes"),
+    pytest.param("\\" * 100_001 + "n", id="backslash-run"),
+    pytest.param("%" * 50_000 + "%41" * 50_000, id="percent-run"),
+    pytest.param("\n" * 100_000 + "Traceback (most recent call last):", id="many-lines-and-marker"),
+    pytest.param("    at x\n" * 20_000, id="many-at-lines"),
+    pytest.param("", id="empty"),
+]
+
+
+@pytest.mark.parametrize("value", BAD_INPUTS)
+def test_bad_input_never_raises(scrubber: Scrubber, value: str) -> None:
+    """Huge, repetitive, nested, invalid-UTF-8 and NUL-laden values are scrubbed, not raised."""
+    out = scrubber.scrub(value)
+    assert isinstance(out.text, str)
+
+
+def test_oversized_value_is_truncated_and_counted() -> None:
+    """A value over max_value_bytes is cut at a character boundary and marked."""
+    scrubber = Scrubber(load_rules(), max_value_bytes=1000)
+    out = scrubber.scrub("é" * 1000)
+    assert out.text.endswith(TRUNCATED_MARKER)
+    assert out.text.startswith("é" * 500)
+    assert out.counts["truncated"] == 1
+
+
+def test_invalid_utf8_replacement_characters_are_kept(scrubber: Scrubber) -> None:
+    """Bytes decoded with errors='replace' upstream are ordinary text here."""
+    value = b"\xff\xfeghp_ password=hunter22 \xc3".decode("utf-8", "replace")
+    assert scrubber.scrub(value).text.endswith("password=[REDACTED:password-assignment] \ufffd")
+
+
+def test_rule_hyperscan_refuses_is_still_applied() -> None:
+    """A regex Hyperscan will not compile (matches empty) runs in RE2 behind its keywords."""
+    rule = Rule(id="maybe-empty", regex=r"(?:zz_[0-9]{4})?", keywords=("zz_",))
+    scrubber = Scrubber(RuleSet((rule,)))
+    assert scrubber.scrub_secrets("id zz_1234 here").text == "id [REDACTED:maybe-empty] here"
+    assert scrubber.scrub_secrets("nothing").text == "nothing"
+
+
+def test_scrubber_is_thread_safe(scrubber: Scrubber) -> None:
+    """Concurrent scrubs give the same results as sequential ones."""
+    values = [SAMPLES[r].make(random.Random(i)).text for i, r in enumerate(ALL_RULE_IDS)] * 4
+    expected = [scrubber.scrub(v).text for v in values]
+    results: dict[int, list[str]] = {}
+
+    def work(slot: int) -> None:
+        results[slot] = [scrubber.scrub(v).text for v in values]
+
+    threads = [threading.Thread(target=work, args=(slot,)) for slot in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(result == expected for result in results.values())
+
+
+ENTROPY = [
+    pytest.param(b"", 0.0, id="empty"),
+    pytest.param(b"aaaa", 0.0, id="one-symbol"),
+    pytest.param(b"abcd", 2.0, id="four-symbols"),
+]
+
+
+@pytest.mark.parametrize(("data", "bits"), ENTROPY)
+def test_shannon_entropy(data: bytes, bits: float) -> None:
+    """Entropy is gitleaks' Shannon measure in bits per byte."""
+    assert shannon_entropy(data) == pytest.approx(bits)
+
+
+WINDOW = 64 << 10
+STRADDLE = [
+    pytest.param(WINDOW - 20, "github-pat", id="token-across-first-window-end"),
+    pytest.param(3 * WINDOW - 5, "github-pat", id="token-across-later-window-end"),
+    pytest.param(WINDOW - 300, "private-key", id="pem-block-across-window-end"),
+    pytest.param(WINDOW + 100, "jwt", id="jwt-in-overlap"),
+]
+
+
+@pytest.mark.parametrize(("offset", "rule_id"), STRADDLE)
+def test_secret_across_scan_window_boundary_is_masked(
+    scrubber: Scrubber, offset: int, rule_id: str
+) -> None:
+    """Large values are scanned in windows; a secret on a window edge is still masked."""
+    planted = SAMPLES[rule_id].make(random.Random(offset))
+    filler = "lorem ipsum dolor sit amet " * (offset // 27 + 1)
+    value = filler[:offset] + " " + planted.text + " " + filler
+    out = scrubber.scrub(value)
+    assert _gone(planted.core, out.text)
+    assert out.counts[rule_id] == 1
+
+
+def test_unbounded_match_spanning_many_windows_is_masked_whole(scrubber: Scrubber) -> None:
+    """A 300 KiB cookie header (one match over several windows) is masked to its end."""
+    cookie = "Cookie: " + "; ".join(f"c{i}=v{i:06d}" for i in range(30_000))
+    out = scrubber.scrub("before\n" + cookie + "\nafter")
+    assert out.text == "before\nCookie: [REDACTED:cookie-header]\nafter"
+
+
+def test_hand_built_rule_with_bad_regex_is_refused_by_name() -> None:
+    """A Rule built in code (not loaded) is checked at Scrubber construction too."""
+    with pytest.raises(RulesError) as caught:
+        Scrubber(RuleSet((Rule(id="mine", regex="(?=x)y"),)))
+    assert caught.value.entry == "mine"
+    assert caught.value.field == "regex"

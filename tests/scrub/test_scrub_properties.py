@@ -1,0 +1,82 @@
+"""Property tests: the scrubber's promises hold for generated secrets, wrappers and text."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Callable
+from urllib.parse import quote
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collector.scrub import Scrubber, default_scrubber, load_rules
+from collector.scrub.samples import SAMPLES
+
+_SCRUBBER: Scrubber = Scrubber(load_rules(pii=True))
+_WRAPPERS: dict[str, Callable[[str, str], str]] = {
+    "plain": lambda t, pad: f"{pad} {t} {pad}",
+    "json": lambda t, pad: json.dumps({"note": pad, "args": t}),
+    "json-in-json": lambda t, pad: json.dumps({"out": json.dumps({"args": t, "n": pad})}),
+    "percent": lambda t, pad: f"/cb?x={quote(pad, safe='')}&state={quote(t, safe='')}",
+    "repr": lambda t, pad: repr({"kwargs": t, "pad": pad}),
+    "crlf-log": lambda t, pad: f"{pad}\r\nERROR {t}".replace("\n", "\r\n"),
+    "yaml": lambda t, pad: "tool:\n  args: " + json.dumps(t) + f"\n  note: {json.dumps(pad)}",
+}
+# Padding text that cannot itself form a secret-like key name.
+_PAD = st.text(alphabet=st.sampled_from(list("abcdefghij KLMNO 0123456789.,!?-")), max_size=40)
+_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_SETTINGS
+@given(
+    rule_id=st.sampled_from(sorted(SAMPLES)),
+    wrapper=st.sampled_from(sorted(_WRAPPERS)),
+    seed=st.integers(0, 2**32 - 1),
+    pad=_PAD,
+)
+def test_planted_secret_never_survives(rule_id: str, wrapper: str, seed: int, pad: str) -> None:
+    """A secret of any rule, in any supported wrapper, is masked."""
+    planted = SAMPLES[rule_id].make(random.Random(seed))
+    out = _SCRUBBER.scrub(_WRAPPERS[wrapper](planted.text, pad)).text
+    assert planted.core not in out
+    assert quote(planted.core, safe="") not in out
+
+
+_HEX = "0123456789abcdef"
+
+
+@_SETTINGS
+@given(
+    trace_id=st.text(alphabet=_HEX, min_size=32, max_size=32),
+    span_id=st.text(alphabet=_HEX, min_size=16, max_size=16),
+    call_uuid=st.uuids(),
+    before=st.text(max_size=60),
+    after=st.text(max_size=60),
+)
+def test_trace_ids_and_uuids_always_survive(
+    trace_id: str, span_id: str, call_uuid: uuid.UUID, before: str, after: str
+) -> None:
+    """W3C trace/span ids and UUIDs come out unchanged, whatever text is around them."""
+    text = f"{before} trace_id={trace_id} span_id={span_id} call={call_uuid} {after}"
+    out = default_scrubber().scrub(text).text
+    assert f"trace_id={trace_id}" in out
+    assert f"span_id={span_id}" in out
+    assert f"call={call_uuid}" in out
+
+
+@_SETTINGS
+@given(st.text(max_size=300))
+def test_scrub_is_idempotent_and_total(text: str) -> None:
+    """Any string scrubs without raising, and scrubbing twice equals scrubbing once."""
+    once = _SCRUBBER.scrub(text).text
+    assert _SCRUBBER.scrub(once).text == once
+
+
+@_SETTINGS
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_decoded_with_replacement_scrub(data: bytes) -> None:
+    """Invalid UTF-8 (decoded with replacement or surrogateescape) never makes scrub raise."""
+    _SCRUBBER.scrub(data.decode("utf-8", "replace"))
+    _SCRUBBER.scrub(data.decode("utf-8", "surrogateescape"))

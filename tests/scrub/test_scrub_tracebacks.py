@@ -1,0 +1,194 @@
+"""Tracebacks: goldens from real runtimes (kept value and human copy), and the promises."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from collector.scrub import redact_traceback, strip_traceback
+from collector.scrub.tracebacks import HUMAN_MAX_BYTES
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "tracebacks"
+CASES = sorted(p.name.removesuffix(".input.txt") for p in GOLDEN.glob("*.input.txt"))
+# Exception type each golden must reduce to (pins the detector beside the golden text).
+EXPECTED_TYPES = {
+    "dotnet_async_after_log": "System.TimeoutException",
+    "dotnet_unhandled": "System.InvalidOperationException",
+    "go_goroutines": "panic",
+    "go_panic": "panic",
+    "java_after_log_crlf": "Main$ToolException",
+    "java_caused_by": "Main$ToolException",
+    "java_truncated": "Main$ToolException",
+    "node_cause": "Error",
+    "node_error_props": "Error",
+    "node_in_json": "Error",
+    "node_uncaught": "TypeError",
+    "php_uncaught": "RuntimeException",
+    "python_after_log": "RuntimeError",
+    "python_chained": "RuntimeError",
+    "python_crlf": "KeyError",
+    "python_group": "ExceptionGroup",
+    "python_in_json": "KeyError",
+    "python_locals": "PermissionError",
+    "python_multiline_message": "ValidationError",
+    "python_simple": "KeyError",
+    "python_truncated": "ConnectionError",
+    "ruby_error": "ArgumentError",
+    "rust_backtrace": "panic",
+    "rust_in_json": "panic",
+    "rust_panic": "panic",
+}
+# Pieces of the inputs that must never be kept: paths, user names, frames, source, messages.
+LEAKS = re.compile(
+    r"/home/|alice|C:\\Users|\.py\"|\.java:|\.js:|\.go:|\.rs:|\.rb:|\.php|"
+    r"File \"|\bat |hunter2pass|INV-17|sk_live_|goroutine|Stack trace"
+)
+
+
+def _read(path: Path) -> str:
+    return path.read_bytes().decode("utf-8")
+
+
+def test_every_runtime_has_goldens() -> None:
+    """Goldens exist for Python, Node.js, Java, Rust, Go, Ruby, PHP and (hand-written) .NET."""
+    prefixes = {case.split("_", 1)[0] for case in CASES}
+    assert prefixes >= {"python", "node", "java", "rust", "go", "ruby", "php", "dotnet"}
+    assert set(EXPECTED_TYPES) == set(CASES)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden_kept_value(case: str) -> None:
+    """The kept value matches the golden and holds nothing of the trace but its type."""
+    text = _read(GOLDEN / f"{case}.input.txt")
+    kept, exc = strip_traceback(text)
+    assert kept == _read(GOLDEN / f"{case}.expected.kept.txt")
+    assert exc == EXPECTED_TYPES[case]
+    assert exc in kept
+    # Log text around the trace survives; the trace itself does not.
+    outside = kept.replace("(call_id=call_8Xk2, job INV-17)", "")
+    assert not LEAKS.search(outside), LEAKS.search(outside)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden_human_copy(case: str) -> None:
+    """The human copy matches the golden: types, functions, relative files, no user data."""
+    text = _read(GOLDEN / f"{case}.input.txt")
+    human = redact_traceback(text)
+    assert human is not None
+    assert human.text == _read(GOLDEN / f"{case}.expected.human.txt")
+    assert human.exception_type == EXPECTED_TYPES[case]
+    assert len(human.text.encode()) <= HUMAN_MAX_BYTES
+    for leak in ("/home/", "alice", "hunter2pass", "C:\\Users", "sk_live_errscope"):
+        assert leak not in human.text
+    assert re.fullmatch(r"[0-9a-f]{32}", human.fingerprint)
+
+
+def test_no_trace_gives_none_and_unchanged_text() -> None:
+    """Text without a trace is returned as is; redact_traceback returns None."""
+    text = "tool lookup_job failed: not_found (job INV-17)\n    at the moment"
+    assert strip_traceback(text) == (text, None)
+    assert redact_traceback(text) is None
+
+
+PY_TRACE = (
+    "Traceback (most recent call last):\n"
+    '  File "/srv/app/tools.py", line {a}, in handle\n'
+    "    return lookup(job_id)\n"
+    '  File "/srv/app/db.py", line {b}, in {func}\n'
+    "    raise KeyError(job_id)\n"
+    "KeyError: 'INV-17'\n"
+)
+
+
+def test_fingerprint_ignores_line_numbers_and_paths() -> None:
+    """The same failure after a deploy that moved lines has the same fingerprint."""
+    before = redact_traceback(PY_TRACE.format(a=10, b=40, func="lookup"))
+    after = redact_traceback(
+        PY_TRACE.format(a=12, b=47, func="lookup").replace("/srv/", "/opt/release-2/")
+    )
+    other = redact_traceback(PY_TRACE.format(a=10, b=40, func="fetch_row"))
+    assert before is not None
+    assert after is not None
+    assert other is not None
+    assert before.fingerprint == after.fingerprint
+    assert before.fingerprint != other.fingerprint
+
+
+def test_human_copy_is_capped_at_8_kib() -> None:
+    """A trace with thousands of frames is cut to 8 KiB with a note."""
+    frames = "".join(
+        f'  File "/srv/app/m{i}.py", line {i}, in f{i}\n    f{i + 1}()\n' for i in range(5000)
+    )
+    text = "Traceback (most recent call last):\n" + frames + "RecursionError: too deep\n"
+    human = redact_traceback(text)
+    assert human is not None
+    assert len(human.text.encode()) <= HUMAN_MAX_BYTES
+    assert human.text.endswith("lines truncated]")
+    assert strip_traceback(text) == ("RecursionError\n", "RecursionError")
+
+
+def test_secrets_in_messages_are_masked_in_human_copy() -> None:
+    """Messages keep their words but not their secrets or absolute paths."""
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/bob/agent/tools.py", line 3, in connect\n'
+        "ConnectionError: cannot reach postgres://svc:Pa55w0rdX@db:5432 from /home/bob/agent\n"
+    )
+    human = redact_traceback(text)
+    assert human is not None
+    assert "Pa55w0rdX" not in human.text
+    assert "/home/bob" not in human.text
+    assert "ConnectionError: cannot reach postgres://svc:[REDACTED:" in human.text
+
+
+TRUNCATED = [
+    pytest.param(
+        'Traceback (most recent call last):\n  File "/srv/app/tools.py", line 3, in ha',
+        "[REDACTED:traceback]",
+        id="python-cut-in-frame",
+    ),
+    pytest.param(
+        "java.lang.IllegalStateException: boom\n\tat com.acme.Tool.run(Tool.ja",
+        "java.lang.IllegalStateException",
+        id="java-cut-in-frame",
+    ),
+    pytest.param(
+        "Error: boom\n    at lookup (/srv/app/tools.js:4:9)\n    at han",
+        "Error",
+        id="node-cut-in-frame",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "kept"), TRUNCATED)
+def test_trace_cut_off_by_length_limit(text: str, kept: str) -> None:
+    """A trace cut mid-frame runs to the end of the value and is still removed."""
+    assert strip_traceback(text)[0] == kept
+
+
+def test_crlf_python_trace_keeps_crlf_outside() -> None:
+    """CRLF line ends: the trace goes, the surrounding lines keep their CRLF."""
+    trace = PY_TRACE.format(a=1, b=2, func="f").replace("\n", "\r\n")
+    # Unindented lines right after the exception line may be its message (pydantic prints
+    # several), so the trace ends at a blank line or a new log record.
+    text = "before\r\n" + trace + "\r\nafter\r\n"
+    assert strip_traceback(text)[0] == "before\r\nKeyError\r\n\r\nafter\r\n"
+
+
+def test_windows_path_backslash_n_is_not_a_line_break() -> None:
+    """A literal \\n in a Windows path is not mistaken for a JSON-escaped line break."""
+    text = (
+        "System.IO.IOException: disk full\n"
+        "   at Agent.Store.Write() in C:\\new\\Store.cs:line 9\n"
+        "done\n"
+    )
+    assert strip_traceback(text)[0] == "System.IO.IOException\ndone\n"
+
+
+def test_huge_trace_input_is_linear_and_safe() -> None:
+    """A multi-megabyte trace (many frames) is stripped without error."""
+    frames = '  File "/srv/app/x.py", line 1, in f\n    f()\n' * 50_000
+    text = "Traceback (most recent call last):\n" + frames + "RecursionError: deep\n"
+    assert strip_traceback(text) == ("RecursionError\n", "RecursionError")
