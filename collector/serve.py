@@ -1,0 +1,782 @@
+"""The sidecar: OTLP in (gRPC and HTTP), acknowledged only when stored; query API; forwarding.
+
+    receivers (gRPC :4317, HTTP :4318) → Pipeline → Writer (group commit) → store → forward
+    API (:4320): GET /v1/query/{name}, POST /v1/deploys, GET /healthz, GET /metrics
+
+Promises:
+- an export is answered with success only after its spans are committed (`Writer`);
+- admission is bounded in bytes: over the bound, clients get the retryable overload answer
+  (HTTP 503 + `Retry-After: 1`, gRPC UNAVAILABLE + RetryInfo 1 s), never a silent drop and
+  never RESOURCE_EXHAUSTED without RetryInfo;
+- bodies are limited after decompression (413); undecodable bodies get 400/INVALID_ARGUMENT;
+  spans without valid ids are reported in `partial_success`;
+- every listener binds loopback unless told otherwise, and a non-loopback bind needs a token
+  (or `--insecure`); with a token, ingest and API need `Authorization: Bearer <token>`;
+- logs carry codes, counts and correlation ids, never payload contents;
+- SIGTERM/SIGINT stop the listeners, drain the queue, commit, and exit 0.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlsplit
+
+import grpc
+import orjson
+import pyarrow as pa
+import pyarrow.ipc
+from google.protobuf.duration_pb2 import Duration
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from collector.errors import ConfigError, ConfigErrorKind, ErrscopeError, QueryError, QueryErrorKind
+from collector.forward import Forwarder, make_exporter
+from collector.otlp import (
+    DEFAULT_MAX_BODY_BYTES,
+    BodyTooLargeError,
+    Decoded,
+    OtlpDecodeError,
+    decode_json,
+    decode_protobuf,
+    encode_response,
+    read_body,
+)
+from collector.pipeline import NonToolPolicy, Pipeline
+from collector.record import Deploy
+from collector.sink import StoreBatch, StoreSink, WriteResult
+from collector.spanview import SpanView
+from collector.stores import open_store
+from collector.units import parse_time
+from collector.writer import Writer
+from queries.runner import run_query
+from queries.source import ARROW_STREAM
+
+__all__ = ["ServeConfig", "Sidecar", "parse_address"]
+
+log = logging.getLogger("errscope.serve")
+
+RETRY_AFTER_S: Final = 1
+DEFAULT_MAX_INFLIGHT_BYTES: Final = 64 * 1024 * 1024
+GRPC_WORKERS: Final = 8  # concurrent gRPC exports; admission bounds their bytes
+_GRPC_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
+_PROTOBUF: Final = "application/x-protobuf"
+_JSON: Final = "application/json"
+_LOG_FIELDS: Final = (
+    "code",
+    "error_class",
+    "trace_id",
+    "span_id",
+    "spans",
+    "rejected",
+    "reason",
+    "address",
+)
+
+
+def parse_address(text: str, name: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 as `[::1]:PORT`) as a (host, port) pair; ConfigError naming the flag."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(
+            ConfigErrorKind.BAD_VALUE,
+            "must be HOST:PORT",
+            field=name,
+            hint="for example 127.0.0.1:4318",
+        )
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class ServeConfig:
+    """Everything `errscope serve` can be told; defaults are safe (loopback, no forwarding)."""
+
+    otlp_grpc: str | None = "127.0.0.1:4317"
+    otlp_http: str | None = "127.0.0.1:4318"
+    api: str | None = "127.0.0.1:4320"
+    store: str = "data/errscope.duckdb"
+    data_path: str | None = None  # DuckLake stores only: where the Parquet files go
+    token: str | None = None
+    insecure: bool = False
+    forward: str | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES
+    ack_timeout_s: float = 8.0
+    commit_delay_s: float = 0.2
+    commit_spans: int = 5000
+    non_tool: NonToolPolicy = NonToolPolicy.SCRUB
+
+    def check(self) -> None:
+        """Refuse unsafe or unusable settings with a ConfigError naming the flag."""
+        for name in ("otlp_grpc", "otlp_http", "api"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            host, _ = parse_address(value, name.replace("_", "-"))
+            if not is_loopback(host) and not self.token and not self.insecure:
+                raise ConfigError(
+                    ConfigErrorKind.BAD_VALUE,
+                    "binding a non-loopback address needs a token",
+                    field=name.replace("_", "-"),
+                    hint="set --token (or ERRSCOPE_TOKEN), or pass --insecure on a trusted network",
+                )
+        if self.token is not None and len(self.token) < 16:
+            raise ConfigError(
+                ConfigErrorKind.BAD_VALUE, "must be at least 16 characters", field="token"
+            )
+
+
+# ------------------------------------------------------------------ metrics
+
+
+@dataclass
+class Metrics:
+    """Counters for /metrics (Prometheus text format); values only, never payloads."""
+
+    received: int = 0
+    stored: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    redactions: Counter[str] = field(default_factory=Counter)
+    tool_calls: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    commit_seconds_sum: float = 0.0
+    commit_count: int = 0
+    tracebacks_kept: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def render(self, extra: Mapping[str, float]) -> str:
+        """The exposition text."""
+
+        def esc(value: str) -> str:
+            return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+        lines = [
+            "# TYPE errscope_spans_received_total counter",
+            f"errscope_spans_received_total {self.received}",
+            "# TYPE errscope_tool_calls_stored_total counter",
+            f"errscope_tool_calls_stored_total {self.stored}",
+            "# TYPE errscope_spans_rejected_total counter",
+        ]
+        lines += [
+            f'errscope_spans_rejected_total{{reason="{esc(r)}"}} {n}'
+            for r, n in self.rejected.items()
+        ]
+        lines += ["# TYPE errscope_redactions_total counter"]
+        lines += [
+            f'errscope_redactions_total{{rule="{esc(r)}"}} {n}' for r, n in self.redactions.items()
+        ]
+        lines += ["# TYPE errscope_tool_calls_total counter"]
+        lines += [
+            f'errscope_tool_calls_total{{service="{esc(s)}",tool="{esc(t)}",code="{esc(c)}"}} {n}'
+            for (s, t, c), n in self.tool_calls.items()
+        ]
+        lines += [
+            "# TYPE errscope_commit_seconds summary",
+            f"errscope_commit_seconds_sum {self.commit_seconds_sum:.6f}",
+            f"errscope_commit_seconds_count {self.commit_count}",
+            "# TYPE errscope_traceback_samples_kept_total counter",
+            f"errscope_traceback_samples_kept_total {self.tracebacks_kept}",
+        ]
+        for name, value in extra.items():
+            lines += [f"# TYPE {name} gauge", f"{name} {value}"]
+        return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ the sidecar
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What an export request came to: accepted (with rejected spans) or refused."""
+
+    accepted: bool
+    rejected: int = 0
+    reason: str = ""
+
+
+class Sidecar:
+    """The running sidecar: listeners, pipeline, writer, optional forwarder, metrics."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        config.check()
+        self.config = config
+        self.store = open_store(config.store, data_path=config.data_path)
+        self.sink = StoreSink(self.store)
+        self.pipeline = Pipeline(non_tool=config.non_tool)
+        self.metrics = Metrics()
+        self.forwarder = Forwarder(make_exporter(config.forward)) if config.forward else None
+        self.writer = Writer(
+            self.sink,
+            max_queue_bytes=max(config.max_inflight_bytes, config.max_body_bytes) * 2,
+            max_delay_s=config.commit_delay_s,
+            max_spans=config.commit_spans,
+            on_commit=self._after_commit,
+        )
+        self._inflight = 0
+        self._inflight_lock = threading.Lock()
+        self._http: list[ThreadingHTTPServer] = []
+        self._grpc: grpc.Server | None = None
+        self._threads: list[threading.Thread] = []
+        self.addresses: dict[str, str] = {}
+        self.stopped = threading.Event()
+
+    # ---------------------------------------------------------------- ingest
+
+    def _admit(self, size: int) -> bool:
+        with self._inflight_lock:
+            if self._inflight and self._inflight + size > self.config.max_inflight_bytes:
+                return False
+            self._inflight += size
+            return True
+
+    def _release(self, size: int) -> None:
+        with self._inflight_lock:
+            self._inflight -= size
+
+    def ingest(self, decoded: Decoded) -> IngestResult:
+        """Process and store one decoded export request; wait for the commit."""
+        received_at = datetime.now(UTC)
+        batch = StoreBatch()
+        forward: list[SpanView] = []
+        for view in decoded.spans:
+            processed = self.pipeline.process(view, received_at=received_at)
+            batch.add(processed)
+            if processed.forward is not None:
+                forward.append(processed.forward)
+        rejected = decoded.rejected + batch.rejected
+        with self.metrics.lock:
+            self.metrics.received += len(decoded.spans) + decoded.rejected
+            if rejected:
+                self.metrics.rejected["bad_ids"] += rejected
+        ack = self.writer.submit(batch, forward if self.forwarder else [], decoded.size_bytes)
+        if ack is None:
+            self._count_refusal("overloaded")
+            return IngestResult(accepted=False, reason="overloaded")
+        if not ack.wait(self.config.ack_timeout_s):
+            self._count_refusal("not_committed")
+            return IngestResult(accepted=False, reason="not_committed")
+        return IngestResult(accepted=True, rejected=rejected)
+
+    def _count_refusal(self, reason: str) -> None:
+        with self.metrics.lock:
+            self.metrics.rejected[reason] += 1
+        log.warning("export refused", extra={"code": "unavailable", "reason": reason})
+
+    def _after_commit(
+        self, batch: StoreBatch, result: WriteResult, forward: list[SpanView], seconds: float
+    ) -> None:
+        with self.metrics.lock:
+            self.metrics.stored += result.calls
+            self.metrics.commit_seconds_sum += seconds
+            self.metrics.commit_count += 1
+            self.metrics.tracebacks_kept += result.tracebacks
+            for (_, _, _, rule), n in batch.redactions.items():
+                self.metrics.redactions[rule] += n
+            for call in batch.calls:
+                self.metrics.tool_calls[(call.service, call.tool, call.code)] += 1
+        if self.forwarder is not None and forward:
+            self.forwarder.put(forward)
+
+    # ---------------------------------------------------------------- auth
+
+    def authorised(self, header: str | None) -> bool:
+        """True when no token is configured or the bearer token matches (constant time)."""
+        token = self.config.token
+        if not token:
+            return True
+        if not header or not header.startswith("Bearer "):
+            return False
+        return hmac.compare_digest(header.removeprefix("Bearer ").strip().encode(), token.encode())
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> dict[str, str]:
+        """Bind every listener and start serving; return the bound addresses."""
+        if self.config.otlp_grpc:
+            host, port = parse_address(self.config.otlp_grpc, "otlp-grpc")
+            server = grpc.server(
+                ThreadPoolExecutor(max_workers=GRPC_WORKERS, thread_name_prefix="errscope-grpc"),
+                options=[
+                    ("grpc.max_receive_message_length", self.config.max_body_bytes),
+                    ("grpc.max_send_message_length", 4 * 1024 * 1024),
+                ],
+            )
+            # Bytes in, bytes out: the body is admitted by its size before it is parsed, and
+            # parsed by the same decoder as OTLP/HTTP, so garbage gets INVALID_ARGUMENT (a
+            # generated servicer would parse first and answer INTERNAL).
+            export = grpc.unary_unary_rpc_method_handler(_TraceService(self).Export)
+            server.add_generic_rpc_handlers(
+                (grpc.method_handlers_generic_handler(_GRPC_SERVICE, {"Export": export}),)
+            )
+            bound = server.add_insecure_port(
+                f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            )
+            if bound == 0:
+                raise ConfigError(ConfigErrorKind.BAD_VALUE, "cannot bind", field="otlp-grpc")
+            server.start()
+            self._grpc = server
+            self.addresses["otlp_grpc"] = f"{host}:{bound}"
+        for name, handler in (("otlp_http", _OtlpHandler), ("api", _ApiHandler)):
+            value = getattr(self.config, name)
+            if not value:
+                continue
+            host, port = parse_address(value, name.replace("_", "-"))
+            try:
+                httpd = _Server((host, port), handler, self)
+            except OSError as exc:
+                raise ConfigError(
+                    ConfigErrorKind.BAD_VALUE,
+                    f"cannot bind ({exc.strerror})",
+                    field=name.replace("_", "-"),
+                ) from None
+            thread = threading.Thread(
+                target=httpd.serve_forever, name=f"errscope-{name}", daemon=True
+            )
+            thread.start()
+            self._http.append(httpd)
+            self._threads.append(thread)
+            self.addresses[name] = f"{host}:{httpd.server_address[1]}"
+        return dict(self.addresses)
+
+    def stop(self) -> None:
+        """Stop listening, let in-flight exports finish, drain and commit, close the store."""
+        for httpd in self._http:
+            httpd.shutdown()
+        if self._grpc is not None:
+            self._grpc.stop(grace=5).wait(6)
+        for httpd in self._http:
+            httpd.server_close()  # joins in-flight handler threads
+        self.writer.stop()
+        if self.forwarder is not None:
+            self.forwarder.stop()
+        self.store.close()
+        self.stopped.set()
+
+    def health(self) -> dict[str, Any]:
+        """The /healthz body."""
+        return {
+            "status": "ok" if self.writer.healthy else "unhealthy",
+            **self.addresses,
+            "commits": self.writer.commits,
+            "commit_failures": self.writer.commit_failures,
+            "queue_bytes": self.writer.queued_bytes,
+            "inflight_bytes": self._inflight,
+        }
+
+    def gauges(self) -> dict[str, float]:
+        """Gauges for /metrics."""
+        gauges: dict[str, float] = {
+            "errscope_queue_bytes": float(self.writer.queued_bytes),
+            "errscope_inflight_bytes": float(self._inflight),
+            "errscope_healthy": 1.0 if self.writer.healthy else 0.0,
+            "errscope_pipeline_failures": float(self.pipeline.failures),
+            "errscope_traceback_samples_dropped": float(self.pipeline.sampler.dropped),
+        }
+        if self.forwarder is not None:
+            gauges["errscope_forward_sent"] = float(self.forwarder.sent)
+            gauges["errscope_forward_dropped"] = float(self.forwarder.dropped)
+            gauges["errscope_forward_queued"] = float(self.forwarder.queued)
+        return gauges
+
+
+# ------------------------------------------------------------------ gRPC
+
+
+def _retry_info_metadata() -> list[tuple[str, bytes]]:
+    info = error_details_pb2.RetryInfo(retry_delay=Duration(seconds=RETRY_AFTER_S))
+    status = status_pb2.Status(code=code_pb2.UNAVAILABLE, message="overloaded, retry shortly")
+    status.details.add().Pack(info)
+    return [
+        ("google.rpc.retryinfo-bin", info.SerializeToString()),
+        ("grpc-status-details-bin", status.SerializeToString()),
+    ]
+
+
+class _TraceService:
+    """OTLP/gRPC `TraceService.Export` on raw bytes (an ExportTraceServiceRequest)."""
+
+    def __init__(self, sidecar: Sidecar) -> None:
+        self.sidecar = sidecar
+
+    def Export(self, body: bytes, context: grpc.ServicerContext) -> bytes:  # noqa: N802 - the OTLP method name
+        """Admit by size, decode, store, answer after the commit (or with a retryable refusal)."""
+        metadata = dict(context.invocation_metadata())
+        if not self.sidecar.authorised(_str(metadata.get("authorization"))):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        size = len(body)
+        if not self.sidecar._admit(size):
+            context.set_trailing_metadata(_retry_info_metadata())
+            context.abort(grpc.StatusCode.UNAVAILABLE, "overloaded, retry shortly")
+        try:
+            try:
+                decoded = decode_protobuf(body)
+            except OtlpDecodeError:
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, "not a readable OTLP export request"
+                )
+            result = self.sidecar.ingest(decoded)
+        finally:
+            self.sidecar._release(size)
+        if not result.accepted:
+            context.set_trailing_metadata(_retry_info_metadata())
+            context.abort(grpc.StatusCode.UNAVAILABLE, "not stored, retry shortly")
+        message = "spans without valid trace or span ids" if result.rejected else ""
+        return encode_response(result.rejected, message, as_json=False)
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+# ------------------------------------------------------------------ HTTP
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = False
+    block_on_close = True
+    allow_reuse_address = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], sidecar: Sidecar
+    ) -> None:
+        self.sidecar = sidecar
+        if ":" in address[0]:
+            self.address_family = __import__("socket").AF_INET6
+        super().__init__(address, handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    server_version = "errscope"
+    sys_version = ""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Access logs are off: paths may carry query values."""
+
+    def _send(
+        self, status: int, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status: HTTPStatus, kind: str, message: str, **extra: Any) -> None:
+        body = orjson.dumps({"error": kind, "message": message, **extra})
+        headers = (
+            {"Retry-After": str(RETRY_AFTER_S)} if status == HTTPStatus.SERVICE_UNAVAILABLE else {}
+        )
+        if status in (HTTPStatus.REQUEST_ENTITY_TOO_LARGE, HTTPStatus.UNAUTHORIZED):
+            headers["Connection"] = "close"
+            self.close_connection = True
+        self._send(status, body, _JSON, headers)
+
+    def _authorised(self) -> bool:
+        if self.server.sidecar.authorised(self.headers.get("Authorization")):
+            return True
+        self._error(HTTPStatus.UNAUTHORIZED, "unauthorized", "missing or wrong bearer token")
+        return False
+
+
+class _OtlpHandler(_Handler):
+    def do_POST(self) -> None:
+        """OTLP/HTTP export: protobuf or JSON, maybe gzip; answer after commit."""
+        sidecar = self.server.sidecar
+        if urlsplit(self.path).path != "/v1/traces":
+            self._drain()
+            self._error(HTTPStatus.NOT_FOUND, "not_found", "only POST /v1/traces is served here")
+            return
+        if not self._authorised():
+            return
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if content_type not in (_PROTOBUF, _JSON):
+            self._drain()
+            self._error(
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send application/x-protobuf or application/json",
+            )
+            return
+        length_text = self.headers.get("Content-Length")
+        if length_text is None or not length_text.isdigit():
+            self._error(HTTPStatus.LENGTH_REQUIRED, "length_required", "Content-Length is required")
+            self.close_connection = True
+            return
+        length = int(length_text)
+        if length > sidecar.config.max_body_bytes:
+            self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_large", "body over the limit")
+            return
+        if not sidecar._admit(length):
+            self._drain(length)
+            self._error(HTTPStatus.SERVICE_UNAVAILABLE, "overloaded", "overloaded, retry shortly")
+            return
+        try:
+            self._export(length, content_type)
+        finally:
+            sidecar._release(length)
+
+    def _export(self, length: int, content_type: str) -> None:
+        sidecar = self.server.sidecar
+        raw = self.rfile.read(length)
+        try:
+            body = read_body(
+                raw, self.headers.get("Content-Encoding") or "", sidecar.config.max_body_bytes
+            )
+            decoded = decode_json(body) if content_type == _JSON else decode_protobuf(body)
+        except BodyTooLargeError:
+            self._error(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                "too_large",
+                "body over the limit after decompression",
+            )
+            return
+        except OtlpDecodeError:
+            self._error(HTTPStatus.BAD_REQUEST, "bad_request", "not a readable OTLP export request")
+            return
+        result = sidecar.ingest(decoded)
+        if not result.accepted:
+            self._error(HTTPStatus.SERVICE_UNAVAILABLE, result.reason, "not stored, retry shortly")
+            return
+        message = "spans without valid trace or span ids" if result.rejected else ""
+        as_json = content_type == _JSON
+        self._send(
+            HTTPStatus.OK, encode_response(result.rejected, message, as_json=as_json), content_type
+        )
+
+    def _drain(self, length: int | None = None) -> None:
+        size = length if length is not None else int(self.headers.get("Content-Length") or 0)
+        if 0 < size <= self.server.sidecar.config.max_body_bytes:
+            self.rfile.read(size)
+        elif size:
+            self.close_connection = True
+
+
+class _ApiHandler(_Handler):
+    def do_GET(self) -> None:
+        """/healthz, /metrics, /v1/queries, /v1/query/{name}."""
+        sidecar = self.server.sidecar
+        parts = urlsplit(self.path)
+        if parts.path == "/healthz":
+            health = sidecar.health()
+            status = HTTPStatus.OK if health["status"] == "ok" else HTTPStatus.SERVICE_UNAVAILABLE
+            self._send(status, orjson.dumps(health), _JSON)
+            return
+        if not self._authorised():
+            return
+        if parts.path == "/metrics":
+            with sidecar.metrics.lock:
+                text = sidecar.metrics.render(sidecar.gauges())
+            self._send(HTTPStatus.OK, text.encode(), "text/plain; version=0.0.4")
+            return
+        if parts.path == "/v1/queries":
+            from queries.runner import default_queries  # noqa: PLC0415
+
+            listing = [
+                {
+                    "name": q.name,
+                    "returns": q.returns,
+                    "params": [
+                        {"name": p.name, "type": str(p.type), "default": p.default}
+                        for p in q.params
+                    ],
+                }
+                for q in default_queries().values()
+            ]
+            self._send(HTTPStatus.OK, orjson.dumps(listing), _JSON)
+            return
+        if parts.path.startswith("/v1/query/"):
+            self._query(parts.path.removeprefix("/v1/query/"), parts.query)
+            return
+        self._error(HTTPStatus.NOT_FOUND, "not_found", "unknown path")
+
+    def _query(self, name: str, query_string: str) -> None:
+        params = dict(parse_qsl(query_string, keep_blank_values=True))
+        try:
+            table = run_query(self.server.sidecar.store.cursor(), name, params)
+        except QueryError as exc:
+            status = (
+                HTTPStatus.NOT_FOUND
+                if exc.kind is QueryErrorKind.UNKNOWN_QUERY
+                else HTTPStatus.BAD_REQUEST
+            )
+            self._send(status, orjson.dumps(exc.as_dict()), _JSON)
+            return
+        except ErrscopeError as exc:
+            self._send(HTTPStatus.SERVICE_UNAVAILABLE, orjson.dumps(exc.as_dict()), _JSON)
+            return
+        if ARROW_STREAM in (self.headers.get("Accept") or ""):
+            sink = pa.BufferOutputStream()
+            with pyarrow.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(table)
+            self._send(HTTPStatus.OK, sink.getvalue().to_pybytes(), ARROW_STREAM)
+            return
+        body = orjson.dumps(table.to_pylist(), default=str, option=orjson.OPT_NAIVE_UTC)
+        self._send(HTTPStatus.OK, body, _JSON)
+
+    def do_POST(self) -> None:
+        """POST /v1/deploys: mark a deploy (service, version, environment, optional ts)."""
+        if urlsplit(self.path).path != "/v1/deploys":
+            self._error(HTTPStatus.NOT_FOUND, "not_found", "unknown path")
+            return
+        if not self._authorised():
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > 64 * 1024:
+            self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_large", "deploy marks are small")
+            return
+        try:
+            data = json.loads(self.rfile.read(length) or b"{}")
+            deploy = _deploy_from(data, source="api")
+            self.server.sidecar.store.add_deploys([deploy])
+        except (ValueError, TypeError) as exc:
+            self._error(
+                HTTPStatus.BAD_REQUEST,
+                "bad_request",
+                str(exc) if isinstance(exc, _DeployError) else "body must be JSON",
+            )
+            return
+        except ErrscopeError as exc:
+            self._send(HTTPStatus.BAD_REQUEST, orjson.dumps(exc.as_dict()), _JSON)
+            return
+        self._send(
+            HTTPStatus.CREATED,
+            orjson.dumps(
+                {
+                    "service": deploy.service,
+                    "version": deploy.version,
+                    "environment": deploy.environment,
+                    "ts": deploy.ts.isoformat(),
+                }
+            ),
+            _JSON,
+        )
+
+
+class _DeployError(ValueError):
+    """A deploy mark is missing a field or has a bad one (the message names the field)."""
+
+
+def _deploy_from(data: Any, *, source: str) -> Deploy:
+    if not isinstance(data, dict):
+        raise _DeployError("body must be a JSON object")
+    service, version = data.get("service"), data.get("version")
+    if not isinstance(service, str) or not service:
+        raise _DeployError("service is required")
+    if not isinstance(version, str) or not version:
+        raise _DeployError("version is required")
+    environment = data.get("environment")
+    if environment is not None and not isinstance(environment, str):
+        raise _DeployError("environment must be text")
+    ts_raw = data.get("ts")
+    try:
+        ts = parse_time(ts_raw) if isinstance(ts_raw, str) else datetime.now(UTC)
+    except ValueError:
+        raise _DeployError("ts must be ISO 8601") from None
+    marked_by = data.get("source", source)
+    if marked_by not in ("api", "cli"):
+        raise _DeployError("source must be api or cli")
+    deploy = Deploy(
+        service=service, version=version, environment=environment or None, ts=ts, source=marked_by
+    )
+    deploy.validate()
+    return deploy
+
+
+# ------------------------------------------------------------------ logging and main loop
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and whitelisted fields only."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render a record without its exception text (which may carry payload)."""
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key in _LOG_FIELDS:
+            if key in record.__dict__:
+                entry[key] = record.__dict__[key]
+        return orjson.dumps(entry, default=str).decode()
+
+
+class TextLogFormatter(logging.Formatter):
+    """`time level logger: message key=value ...`, whitelisted fields only, no exception text."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render a record without its exception text."""
+        fields = " ".join(f"{k}={record.__dict__[k]}" for k in _LOG_FIELDS if k in record.__dict__)
+        stamp = datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        head = f"{stamp} {record.levelname.lower()} {record.name}: {record.getMessage()}"
+        return f"{head} {fields}".rstrip()
+
+
+def configure_logging(fmt: str) -> None:
+    """Send errscope's logs to stderr as text or JSON lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter() if fmt == "json" else TextLogFormatter())
+    root = logging.getLogger("errscope")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    root.propagate = False
+
+
+def run(config: ServeConfig) -> int:
+    """Start the sidecar, print the ready line, serve until SIGTERM/SIGINT, drain, exit 0."""
+    sidecar = Sidecar(config)
+    try:
+        addresses = sidecar.start()
+    except BaseException:
+        sidecar.stop()
+        raise
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    print(orjson.dumps({"event": "ready", **addresses}).decode(), flush=True)
+    log.info("serving", extra={"address": " ".join(f"{k}={v}" for k, v in addresses.items())})
+    while not stop.wait(0.5):
+        pass
+    log.info("draining")
+    started = time.monotonic()
+    sidecar.stop()
+    log.info(
+        "stopped",
+        extra={
+            "spans": sidecar.metrics.stored,
+            "reason": f"drained in {time.monotonic() - started:.2f}s",
+        },
+    )
+    return 0

@@ -1,0 +1,192 @@
+"""`errscope serve` and `errscope deploy`: run the sidecar, mark a deploy."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from collector.errors import ConfigError, ConfigErrorKind
+from collector.pipeline import NonToolPolicy
+from collector.record import Deploy
+from collector.serve import ServeConfig, configure_logging, run
+from collector.store import DuckDBStore
+from collector.units import parse_time
+
+__all__ = ["deploy", "serve"]
+
+
+def _off(value: str) -> str | None:
+    return None if value.lower() in ("", "off", "none") else value
+
+
+@click.command()
+@click.option(
+    "--otlp-grpc",
+    default="127.0.0.1:4317",
+    show_default=True,
+    help="OTLP/gRPC address ('off' to disable).",
+)
+@click.option(
+    "--otlp-http",
+    default="127.0.0.1:4318",
+    show_default=True,
+    help="OTLP/HTTP address ('off' to disable).",
+)
+@click.option(
+    "--api",
+    default="127.0.0.1:4320",
+    show_default=True,
+    help="Query API address ('off' to disable).",
+)
+@click.option(
+    "--store",
+    envvar="ERRSCOPE_STORE",
+    default="data/errscope.duckdb",
+    show_default=True,
+    help="A DuckDB file path, or ducklake:postgres:<conninfo> (with --data-path).",
+)
+@click.option("--data-path", envvar="ERRSCOPE_DATA_PATH", help="DuckLake Parquet folder or URL.")
+@click.option("--token", envvar="ERRSCOPE_TOKEN", help="Bearer token required on ingest and API.")
+@click.option("--insecure", is_flag=True, help="Allow a non-loopback bind without a token.")
+@click.option(
+    "--forward",
+    envvar="ERRSCOPE_FORWARD",
+    help="Forward scrubbed spans to http://HOST:PORT or grpc://HOST:PORT ('off' for none).",
+)
+@click.option("--max-body-bytes", type=int, default=16 * 1024 * 1024, show_default=True)
+@click.option(
+    "--max-inflight-bytes",
+    type=int,
+    default=64 * 1024 * 1024,
+    show_default=True,
+    help="Admission bound; over it clients get the retryable overload answer.",
+)
+@click.option(
+    "--non-tool",
+    type=click.Choice([p.value for p in NonToolPolicy]),
+    default="scrub",
+    show_default=True,
+)
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def serve(
+    *,
+    otlp_grpc: str,
+    otlp_http: str,
+    api: str,
+    store: str,
+    data_path: str | None,
+    token: str | None,
+    insecure: bool,
+    forward: str | None,
+    max_body_bytes: int,
+    max_inflight_bytes: int,
+    non_tool: str,
+    log_format: str,
+) -> None:
+    """Run the sidecar: OTLP in, stored tool-call codes, query API, optional forwarding."""
+    from collector.cli import handle_errors  # noqa: PLC0415 - collector.cli imports this module
+
+    @handle_errors
+    def _go() -> None:
+        configure_logging(log_format)
+        config = ServeConfig(
+            otlp_grpc=_off(otlp_grpc),
+            otlp_http=_off(otlp_http),
+            api=_off(api),
+            store=store,
+            data_path=data_path or None,
+            token=token or None,
+            insecure=insecure,
+            forward=_off(forward) if forward else None,
+            max_body_bytes=max_body_bytes,
+            max_inflight_bytes=max_inflight_bytes,
+            non_tool=NonToolPolicy(non_tool),
+        )
+        raise SystemExit(run(config))
+
+    _go()
+
+
+@click.command()
+@click.option("--service", required=True)
+@click.option("--version", "version_", required=True)
+@click.option("--environment")
+@click.option("--time", "when", help="When the deploy happened (ISO 8601 or e.g. 5m); default now.")
+@click.option(
+    "--api", default=None, help="Sidecar API (default http://127.0.0.1:4320 unless --db)."
+)
+@click.option("--token", envvar="ERRSCOPE_TOKEN")
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to a store file no sidecar holds.",
+)
+def deploy(
+    *,
+    service: str,
+    version_: str,
+    environment: str | None,
+    when: str | None,
+    api: str | None,
+    token: str | None,
+    db: Path | None,
+) -> None:
+    """Mark a deploy of SERVICE at VERSION (a pipeline calls this after a rollout)."""
+    from collector.cli import handle_errors  # noqa: PLC0415
+
+    @handle_errors
+    def _go() -> None:
+        try:
+            ts = parse_time(when) if when else datetime.now(UTC)
+        except ValueError:
+            raise click.BadParameter("ISO 8601 or a duration ago", param_hint="--time") from None
+        mark = Deploy(
+            service=service, version=version_, environment=environment, ts=ts, source="cli"
+        )
+        mark.validate()
+        if db is not None:
+            with DuckDBStore(db) as store:
+                store.add_deploys([mark])
+            click.echo(f"marked {service} {version_} at {ts.isoformat()} in {db}")
+            return
+        url = (api or os.environ.get("ERRSCOPE_API") or "http://127.0.0.1:4320").rstrip(
+            "/"
+        ) + "/v1/deploys"
+        body = json.dumps(
+            {
+                "service": service,
+                "version": version_,
+                "environment": environment,
+                "ts": ts.isoformat(),
+                "source": "cli",
+            }
+        ).encode()
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+                response.read()
+        except urllib.error.HTTPError as exc:
+            raise ConfigError(
+                ConfigErrorKind.BAD_VALUE, f"the sidecar answered HTTP {exc.code}", entry=url
+            ) from None
+        except OSError as exc:
+            raise ConfigError(
+                ConfigErrorKind.UNREADABLE,
+                f"cannot reach the sidecar ({type(exc).__name__})",
+                entry=url,
+                hint="is `errscope serve` running? or pass --db PATH",
+            ) from None
+        click.echo(f"marked {service} {version_} at {ts.isoformat()}")
+
+    _go()

@@ -1,0 +1,184 @@
+"""store, the writing half of the sidecar: one writer thread, group commits, ack after commit.
+
+Receivers `submit` a processed batch and wait on its `Ack`.  The single writer thread takes
+everything queued, waits up to `max_delay_s` for more (or until `max_spans`), merges it into
+one `StoreBatch`, commits once, and only then resolves every waiting `Ack` — so a client is
+told "stored" only for spans that are committed, and a kill -9 loses nothing acknowledged.
+
+A batch with nothing to store (no tool call, traceback, redaction count or new version) and
+nothing to forward is acknowledged at once.  The queue is bounded in bytes: `submit` returns
+None when it is full, and the receiver answers with the retryable overload status.  A failed
+commit (full disk, I/O error) resolves the waiting acks as failed, marks the writer unhealthy
+until a later commit succeeds, and never acknowledges what was not written.  `stop()` drains
+the queue and commits it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from collector.sink import StoreBatch, StoreSink, WriteResult
+from collector.spanview import SpanView
+
+__all__ = ["Ack", "Writer"]
+
+log = logging.getLogger("errscope.writer")
+
+DEFAULT_MAX_QUEUE_BYTES: Final = 64 * 1024 * 1024
+DEFAULT_MAX_DELAY_S: Final = 0.2
+DEFAULT_MAX_SPANS: Final = 5000
+
+
+class Ack:
+    """Resolved by the writer once the batch is committed (ok) or failed to commit."""
+
+    __slots__ = ("_done", "ok")
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self.ok = False
+
+    def resolve(self, ok: bool) -> None:
+        """Record the outcome and wake the waiting receiver."""
+        self.ok = ok
+        self._done.set()
+
+    def wait(self, timeout_s: float) -> bool:
+        """True only when the batch was committed within `timeout_s`."""
+        return self._done.wait(timeout_s) and self.ok
+
+
+@dataclass
+class _Item:
+    batch: StoreBatch
+    forward: list[SpanView]
+    size_bytes: int
+    ack: Ack = field(default_factory=Ack)
+
+
+def _has_rows(batch: StoreBatch) -> bool:
+    return bool(batch.calls or batch.tracebacks or batch.redactions or batch.versions)
+
+
+class Writer:
+    """The sidecar's single writer: bounded queue in, grouped commits to a sink out."""
+
+    def __init__(
+        self,
+        sink: StoreSink,
+        *,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+        max_delay_s: float = DEFAULT_MAX_DELAY_S,
+        max_spans: int = DEFAULT_MAX_SPANS,
+        on_commit: Callable[[StoreBatch, WriteResult, list[SpanView], float], None] | None = None,
+    ) -> None:
+        self.sink = sink
+        self.max_queue_bytes = max_queue_bytes
+        self.max_delay_s = max_delay_s
+        self.max_spans = max_spans
+        self.on_commit = on_commit
+        self._queue: deque[_Item] = deque()
+        self._cond = threading.Condition()
+        self._queued_bytes = 0
+        self._stopping = False
+        self.healthy = True
+        self.commits = 0
+        self.commit_failures = 0
+        self._thread = threading.Thread(target=self._run, name="errscope-writer", daemon=True)
+        self._thread.start()
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of requests waiting for the writer."""
+        return self._queued_bytes
+
+    def submit(self, batch: StoreBatch, forward: list[SpanView], size_bytes: int) -> Ack | None:
+        """Queue a batch for the next commit; None when the queue is full or stopping."""
+        item = _Item(batch, forward, max(size_bytes, 1))
+        with self._cond:
+            if self._stopping:
+                return None
+            if not forward and not _has_rows(batch):
+                # Nothing to commit: waiting for the next commit would only add latency.
+                item.ack.resolve(True)
+                return item.ack
+            if self._queued_bytes + item.size_bytes > self.max_queue_bytes and self._queue:
+                return None
+            self._queue.append(item)
+            self._queued_bytes += item.size_bytes
+            self._cond.notify()
+        return item.ack
+
+    def _take(self) -> list[_Item]:
+        with self._cond:
+            while not self._queue and not self._stopping:
+                self._cond.wait()
+            if not self._queue:
+                return []
+            deadline = time.monotonic() + self.max_delay_s
+            spans = sum(len(i.batch) for i in self._queue)
+            while spans < self.max_spans and not self._stopping:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+                spans = sum(len(i.batch) for i in self._queue)
+            items = list(self._queue)
+            self._queue.clear()
+            return items
+
+    def _run(self) -> None:
+        while True:
+            items = self._take()
+            if not items:
+                return
+            merged = StoreBatch()
+            forward: list[SpanView] = []
+            for item in items:
+                merged.extend(item.batch)
+                forward.extend(item.forward)
+            started = time.perf_counter()
+            try:
+                result = self.sink.write(merged)
+            except Exception as exc:  # noqa: BLE001 - any failure means "not written": never ack
+                self.healthy = False
+                self.commit_failures += 1
+                log.error(  # noqa: TRY400 - the exception text may carry payload: class only
+                    "commit failed; not acknowledging",
+                    extra={
+                        "code": "store_write_failed",
+                        "error_class": type(exc).__name__,
+                        "spans": len(merged),
+                    },
+                )
+                self._finish(items, ok=False)
+                continue
+            self.healthy = True
+            self.commits += 1
+            self._finish(items, ok=True)
+            if self.on_commit is not None:
+                try:
+                    self.on_commit(merged, result, forward, time.perf_counter() - started)
+                except Exception as exc:  # noqa: BLE001 - metrics/forwarding never stop the writer
+                    log.warning(
+                        "after-commit hook failed", extra={"error_class": type(exc).__name__}
+                    )
+
+    def _finish(self, items: list[_Item], *, ok: bool) -> None:
+        with self._cond:
+            self._queued_bytes -= sum(i.size_bytes for i in items)
+        for item in items:
+            item.ack.resolve(ok)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Refuse new batches, commit what is queued, and stop the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout_s)

@@ -1,0 +1,258 @@
+"""A real `errscope serve` process driven by the OpenTelemetry SDK's own OTLP exporters."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from tests.pipeline.spans import DB_URL, GITHUB_TOKEN, OPENAI_KEY
+from tests.sidecar.harness import (
+    ERRSCOPE,
+    Served,
+    finished_spans,
+    grpc_exporter,
+    http_exporter,
+    otlp_json,
+    send,
+    sidecar,
+)
+
+RESOURCE = {"service.name": "billing-agent", "service.version": "1.4.0", "deployment.environment.name": "prod"}
+TOKEN = "t0k-" + "x" * 28
+
+
+def tool_specs(tag: str) -> list[tuple[str, dict[str, Any]]]:
+    """Tool spans with known outcomes and secrets planted in arguments and results."""
+    base = {"gen_ai.operation.name": "execute_tool"}
+    return [
+        ("execute_tool get_job", {**base, "gen_ai.tool.name": "get_job", "gen_ai.tool.call.id": f"call_ok_{tag}", "gen_ai.tool.call.arguments": json.dumps({"job_id": 17, "token": GITHUB_TOKEN}), "gen_ai.tool.call.result": json.dumps({"ok": True})}),
+        ("execute_tool get_job", {**base, "gen_ai.tool.name": "get_job", "gen_ai.tool.call.id": f"call_bad_{tag}", "gen_ai.tool.call.result": json.dumps({"error": "invalid_args", "field": "job_id", "hint": "17"})}),
+        ("execute_tool get_job", {**base, "gen_ai.tool.name": "get_job", "gen_ai.tool.call.id": f"call_nf_{tag}", "http.response.status_code": 404, "gen_ai.tool.call.arguments": DB_URL}),
+        ("execute_tool charge", {**base, "gen_ai.tool.name": "charge", "errscope.code": "denied", "errscope.correlation_id": f"corr-{tag}", "gen_ai.tool.call.arguments": OPENAI_KEY}),
+        ("invoke_agent billing", {"gen_ai.operation.name": "invoke_agent", "prompt": f"use {OPENAI_KEY}"}),
+    ]
+
+
+EXPECTED = {"call_ok": "ok", "call_bad": "invalid_args", "call_nf": "not_found"}
+
+
+def all_strings(store: Path) -> str:
+    """Every string value in every table of a store file (read after the sidecar stopped)."""
+    con = duckdb.connect(str(store), read_only=True)
+    texts: list[str] = []
+    for (table,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall():
+        for row in con.execute(f'SELECT * FROM "{table}"').fetchall():
+            texts.extend(str(v) for v in row if v is not None)
+    con.close()
+    return "\n".join(texts)
+
+
+class Capture(BaseHTTPRequestHandler):
+    """A real OTLP/HTTP receiver that keeps every request body it is sent."""
+
+    bodies: list[bytes]
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.bodies.append(body)  # type: ignore[attr-defined]
+        reply = ExportTraceServiceResponse().SerializeToString()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *_: object) -> None:
+        return
+
+
+@pytest.fixture
+def upstream() -> Iterator[ThreadingHTTPServer]:
+    """A second OTLP receiver for forwarding tests."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Capture)
+    server.bodies = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("transport", ["grpc", "http-protobuf", "http-json"])
+def test_ingest_stores_codes_and_ids_and_forwards_nothing_secret(
+    tmp_path: Path, upstream: ThreadingHTTPServer, transport: str
+) -> None:
+    """Spans sent by the SDK's exporters are stored with the right codes and ids; no secret leaves."""
+    store = tmp_path / "s.duckdb"
+    forward = f"http://127.0.0.1:{upstream.server_address[1]}"
+    spans = finished_spans(tool_specs(transport), RESOURCE)
+    with sidecar(store, "--forward", forward) as served:
+        if transport == "grpc":
+            assert send(grpc_exporter(served), spans)
+        elif transport == "http-protobuf":
+            assert send(http_exporter(served), spans)
+        else:
+            request = urllib.request.Request(
+                f"http://{served.http}/v1/traces", data=otlp_json(spans), headers={"Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                assert response.status == 200
+                assert json.loads(response.read()) == {}
+        rows = served.query("calls_by_correlation", id=f"call_bad_{transport}", since="1h")
+        assert [(r["code"], r["field"], r["tool"]) for r in rows] == [("invalid_args", "job_id", "get_job")]
+        assert served.terminate() == 0
+    con = duckdb.connect(str(store), read_only=True)
+    stored = con.execute("SELECT call_id, code, trace_id, span_id, service, version FROM tool_calls").fetchall()
+    deploys = con.execute("SELECT service, version, source FROM deploys").fetchall()
+    con.close()
+    by_call = {r[0]: r for r in stored if r[0]}
+    for prefix, code in EXPECTED.items():
+        assert by_call[f"{prefix}_{transport}"][1] == code
+    assert len(stored) == 4
+    sent_ids = {(f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}") for s in spans}
+    assert {(r[2], r[3]) for r in stored} <= sent_ids
+    assert {r[4:] for r in stored} == {("billing-agent", "1.4.0")}
+    assert deploys == [("billing-agent", "1.4.0", "auto")]
+    text = all_strings(store)
+    for secret in (GITHUB_TOKEN, OPENAI_KEY, DB_URL.split(":")[2].split("@")[0]):
+        assert secret not in text
+    # forwarded: every span, parsed by a real receiver, none carrying a secret
+    forwarded = b"".join(upstream.bodies)  # type: ignore[attr-defined]
+    assert forwarded
+    names = []
+    for body in upstream.bodies:  # type: ignore[attr-defined]
+        request = ExportTraceServiceRequest.FromString(body)
+        names += [s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    assert len(names) == 5
+    for secret in (GITHUB_TOKEN, OPENAI_KEY, DB_URL):
+        assert secret.encode() not in forwarded
+
+
+def _post(served: Served, body: bytes, content_type: str = "application/x-protobuf", **headers: str) -> tuple[int, bytes, dict[str, str]]:
+    request = urllib.request.Request(f"http://{served.http}/v1/traces", data=body, headers={"Content-Type": content_type, **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read(), dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read(), dict(exc.headers)
+
+
+def test_http_answers_per_otlp_spec(tmp_path: Path) -> None:
+    """400 for undecodable, 415 for other types, 413 over the limit (also after gzip), partial success for bad ids."""
+    with sidecar(tmp_path / "s.duckdb", "--max-body-bytes", "100000") as served:
+        assert _post(served, b"\x00\xff not protobuf")[0] == 400
+        assert _post(served, b"{not json", "application/json")[0] == 400
+        assert _post(served, b"x", "text/plain")[0] == 415
+        assert _post(served, b"\x00" * 200_000)[0] == 413
+        bomb = gzip.compress(b"\x00" * 5_000_000)
+        assert len(bomb) < 100_000
+        assert _post(served, bomb, **{"Content-Encoding": "gzip"})[0] == 413
+        request = ExportTraceServiceRequest()
+        span = request.resource_spans.add().scope_spans.add().spans.add()
+        span.name = "execute_tool x"
+        span.trace_id = b"\x01" * 16
+        span.span_id = b"\x02" * 3  # wrong size: rejected
+        status, body, _ = _post(served, request.SerializeToString())
+        assert status == 200
+        assert ExportTraceServiceResponse.FromString(body).partial_success.rejected_spans == 1
+        assert json.loads(served.get("/healthz")[1])["status"] == "ok"
+
+
+def test_auth_on_ingest_and_api(tmp_path: Path) -> None:
+    """With a token, ingest (HTTP and gRPC) and the API refuse requests without it; /healthz stays open."""
+    spans = finished_spans(tool_specs("auth"), RESOURCE)
+    with sidecar(tmp_path / "s.duckdb", env={"ERRSCOPE_TOKEN": TOKEN}) as served:
+        assert not send(http_exporter(served, timeout=3), spans)
+        assert not send(grpc_exporter(served, timeout=3), spans)
+        assert served.get("/v1/query/error_rates")[0] == 401
+        assert served.get("/v1/query/error_rates", token="wrong-token-wrong-token")[0] == 401
+        assert served.get("/healthz")[0] == 200
+        assert send(http_exporter(served, token=TOKEN), spans)
+        assert send(grpc_exporter(served, token=TOKEN), finished_spans(tool_specs("auth2"), RESOURCE))
+        assert len(served.query("error_rates", token=TOKEN, since="1h")) >= 1
+
+
+def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path) -> None:
+    """Binding 0.0.0.0 without a token exits 2 with one line, unless --insecure."""
+    import subprocess
+
+    result = subprocess.run(
+        [*ERRSCOPE, "serve", "--otlp-http", "0.0.0.0:0", "--otlp-grpc", "off", "--api", "off", "--store", str(tmp_path / "s.duckdb")],
+        capture_output=True, text=True, timeout=60, check=False, env={"PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("error[bad_value] otlp-http: binding a non-loopback address needs a token")
+    assert "Traceback" not in result.stderr
+
+
+def test_query_api_arrow_and_errors(tmp_path: Path) -> None:
+    """The query API answers Arrow IPC on request, and structured errors for unknown queries and bad params."""
+    import pyarrow.ipc
+
+    with sidecar(tmp_path / "s.duckdb") as served:
+        assert send(http_exporter(served), finished_spans(tool_specs("q"), RESOURCE))
+        status, body = served.get("/v1/query/error_rates?since=1h", accept="application/vnd.apache.arrow.stream")
+        assert status == 200
+        table = pyarrow.ipc.open_stream(body).read_all()
+        assert set(table.column("code").to_pylist()) >= {"invalid_args", "not_found"}
+        status, body = served.get("/v1/query/drop_tables")
+        assert status == 404
+        assert json.loads(body)["error"] == "unknown_query"
+        status, body = served.get("/v1/query/error_rates?bucket_s=soon")
+        assert status == 400
+        assert json.loads(body)["field"] == "bucket_s"
+        status, body = served.get("/v1/query/error_rates?sql=select+1")
+        assert status == 400
+        assert json.loads(body)["error"] == "unknown_param"
+
+
+def test_deploy_marks(tmp_path: Path) -> None:
+    """Deploys are marked by POST /v1/deploys and by `errscope deploy --api`, once each."""
+    import subprocess
+
+    with sidecar(tmp_path / "s.duckdb") as served:
+        body = json.dumps({"service": "billing-agent", "version": "1.5.0", "environment": "prod", "ts": "2026-11-30T10:00:00Z"}).encode()
+        request = urllib.request.Request(served.url("/v1/deploys"), data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 201
+        result = subprocess.run(
+            [*ERRSCOPE, "deploy", "--service", "billing-agent", "--version", "1.6.0", "--api", served.url("")],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        bad = urllib.request.Request(served.url("/v1/deploys"), data=b'{"service": "x"}', headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(bad, timeout=30)
+        assert caught.value.code == 400
+        caught.value.close()
+        rows = served.query("deploy_markers", since="2026-11-01T00:00:00Z", until="2027-01-01T00:00:00Z")
+    versions = {(r["version"], r["sources"]) for r in rows}
+    assert {("1.5.0", "api"), ("1.6.0", "cli")} <= versions
+
+
+def test_sigterm_drains_and_exits_zero(tmp_path: Path) -> None:
+    """SIGTERM commits what was acknowledged and exits 0; metrics show the counts."""
+    store = tmp_path / "s.duckdb"
+    with sidecar(store) as served:
+        assert send(http_exporter(served), finished_spans(tool_specs("term"), RESOURCE))
+        status, body = served.get("/metrics")
+        assert status == 200
+        assert b'errscope_tool_calls_total{service="billing-agent",tool="get_job",code="invalid_args"} 1' in body
+        assert served.terminate() == 0
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*) FROM tool_calls").fetchone() == (4,)
+    con.close()
