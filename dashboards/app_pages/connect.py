@@ -1,0 +1,7 @@
+"""Connect an agent: the exact environment variables that send an agent's spans here."""
+
+from __future__ import annotations
+
+from dashboards import data, ui
+
+ui.connect_panel(data.spec_from_env())

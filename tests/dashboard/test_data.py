@@ -1,0 +1,135 @@
+"""dashboards.data: the shaping of query answers, and findings equal to detect_all's."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import streamlit as st
+
+from dashboards import data
+from queries import detect
+from queries.findings import Finding, FindingKind, finding_dict
+from queries.source import FileSource
+from tests.dashboard.scenario import AS_OF
+
+M0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+M1 = datetime(2026, 11, 30, 10, 1, tzinfo=UTC)
+
+
+def _rollup(rows: list[tuple[datetime, str, str, str | None, int, int]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "minute": m,
+                "service": "svc",
+                "version": "1",
+                "environment": "prod",
+                "tool": tool,
+                "code": code,
+                "field": fld,
+                "calls": calls,
+                "errors": errors,
+                "traces": errors,
+            }
+            for m, tool, code, fld, calls, errors in rows
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "bucket_s", "expected"),
+    [
+        pytest.param(
+            [(M0, "t", "ok", None, 10, 0), (M0, "t", "invalid_args", "a", 10, 3)],
+            60,
+            {(M0, "t", "ok"): 7, (M0, "t", "invalid_args"): 3},
+            id="ok-is-calls-minus-errors",
+        ),
+        pytest.param(
+            # two fields of one code in one minute are one code's calls
+            [(M0, "t", "invalid_args", "a", 5, 2), (M0, "t", "invalid_args", "b", 5, 3)],
+            60,
+            {(M0, "t", "invalid_args"): 5},
+            id="all-failing-no-ok-row",
+        ),
+        pytest.param(
+            [(M0, "t", "ok", None, 4, 0), (M1, "t", "ok", None, 6, 0)],
+            300,
+            {(M0, "t", "ok"): 10},
+            id="minutes-merged-into-buckets",
+        ),
+    ],
+)
+def test_calls_by_code_from_minute_rollup(
+    rows: list[tuple[datetime, str, str, str | None, int, int]],
+    bucket_s: int,
+    expected: dict[tuple[datetime, str, str], int],
+) -> None:
+    """minute_rollup's per-tool totals and per-code errors become calls per code, ok included."""
+    out = data.shape_calls_by_code(_rollup(rows), bucket_s=bucket_s)
+    got = {(r.bucket.to_pydatetime(), r.tool, r.code): r.calls for r in out.itertuples()}
+    assert got == expected
+
+
+def test_empty_rollup_gives_an_empty_frame() -> None:
+    """No rows is an empty frame with the columns charts expect, not an error."""
+    out = data.shape_calls_by_code(pd.DataFrame(), bucket_s=60)
+    assert list(out.columns) == ["bucket", "tool", "code", "calls"]
+    assert out.empty
+
+
+@pytest.mark.parametrize(
+    ("range_s", "bucket_s"),
+    [
+        pytest.param(3600, 60, id="1h-per-minute"),
+        pytest.param(6 * 3600, 120, id="6h"),
+        pytest.param(86400, 300, id="24h"),
+        pytest.param(7 * 86400, 2040, id="7d"),
+    ],
+)
+def test_bucket_width_keeps_charts_to_300_columns(range_s: int, bucket_s: int) -> None:
+    """Buckets are whole minutes and a chart has at most ~300 of them."""
+    assert data.bucket_for(range_s) == bucket_s
+
+
+def test_findings_are_detect_alls(scenario_db: Path) -> None:
+    """Uncapped, the dashboard's findings are exactly what detect_all reports."""
+    st.cache_data.clear()
+    spec = data.SourceSpec(db=str(scenario_db), as_of=AS_OF)
+    mine = data.findings(spec, None, None, limit=None)
+    theirs = detect.detect_all(FileSource(scenario_db), as_of=AS_OF)
+
+    def key(found: list[Finding]) -> list[str]:
+        return sorted(str(sorted(finding_dict(f).items())) for f in found)
+
+    assert key(mine.found) == key(theirs)
+    assert mine.skipped == 0
+
+
+def test_findings_cap_says_what_it_left_out(scenario_db: Path) -> None:
+    """A cap of zero deploys keeps spikes and loops and counts the deploys left out."""
+    st.cache_data.clear()
+    spec = data.SourceSpec(db=str(scenario_db), as_of=AS_OF)
+    capped = data.findings(spec, None, None, limit=0)
+    assert capped.skipped == capped.deploys == 1
+    assert {f.kind for f in capped.found} == {
+        FindingKind.SPIKE,
+        FindingKind.LOOP_MISUSE,
+    }
+
+
+def test_source_from_environment() -> None:
+    """The environment names the source; the token is kept but never described."""
+    spec = data.spec_from_env(
+        {
+            data.ENV_API: "http://127.0.0.1:4320",
+            data.ENV_TOKEN: "tok-0123456789abcdef",
+            data.ENV_AS_OF: "2026-11-30T12:00:00Z",
+        }
+    )
+    assert spec.as_of == AS_OF
+    assert spec.describe() == "http://127.0.0.1:4320"
+    assert "tok" not in spec.describe()
