@@ -22,8 +22,7 @@ setup: $(STAMP)
 
 ## run: the main job on the embedded default store (see README)
 run: setup
-	$(VENV)/bin/errscope catalog
-	$(VENV)/bin/errscope query --list
+	$(VENV)/bin/errscope run --data-dir data
 
 ## services: start what the integration tests need (PostgreSQL, Chromium); idempotent
 services:
@@ -41,9 +40,16 @@ fmt: setup
 test: setup services lint
 	$(PY) -m pytest -q
 
+## bench: every benchmark; each prints ratios against an anchor measured in the same run
 bench: setup services
-	@mkdir -p bench/out
 	$(PY) bench/store_append.py
+	$(PY) bench/scrub.py
+	$(PY) bench/overhead.py
+	$(PY) bench/ingest.py
+	$(PY) bench/detection.py
+	$(PY) bench/queries.py
+	$(PY) bench/dashboard.py
+	$(PY) bench/lake.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info bench/out

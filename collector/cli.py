@@ -248,10 +248,17 @@ def prune(db: Path, older_than: str) -> None:
 
 def _register_commands() -> None:
     """Commands that live beside their stage's module."""
-    from collector.gate_cli import check, findings  # noqa: PLC0415 - they import this module
+    from collector.dashboard_cli import dashboard  # noqa: PLC0415 - they import this module
+    from collector.demo.cli import demo  # noqa: PLC0415
+    from collector.demo.run_cli import run  # noqa: PLC0415
+    from collector.gate_cli import check, findings  # noqa: PLC0415
+    from collector.lake_cli import migrate  # noqa: PLC0415
     from collector.scrub.cli import scrub  # noqa: PLC0415
+    from collector.serve_cli import deploy, serve  # noqa: PLC0415
 
-    for command in (scrub, check, findings):
+    for command in (run, serve, demo, dashboard, deploy, check, findings, query, scrub, migrate):
+        if command.name in main.commands:
+            continue
         main.add_command(command)
 
 

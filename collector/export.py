@@ -97,18 +97,21 @@ class ScrubbingSpanExporter(SpanExporter):
         return self.inner.force_flush(timeout_millis) if self.inner is not None else True
 
 
-def _otlp_exporter(endpoint: str, protocol: str) -> SpanExporter:
+def _otlp_exporter(endpoint: str, protocol: str, headers: dict[str, str] | None) -> SpanExporter:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # noqa: PLC0415
             OTLPSpanExporter as GrpcExporter,
         )
 
-        return GrpcExporter(endpoint=endpoint, insecure=endpoint.startswith("http://"))
+        metadata = tuple((k.lower(), v) for k, v in (headers or {}).items()) or None
+        return GrpcExporter(
+            endpoint=endpoint, insecure=endpoint.startswith("http://"), headers=metadata
+        )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
         OTLPSpanExporter as HttpExporter,
     )
 
-    return HttpExporter(endpoint=endpoint)
+    return HttpExporter(endpoint=endpoint, headers=headers)
 
 
 def instrument(
@@ -119,14 +122,17 @@ def instrument(
     endpoint: str | None = None,
     protocol: str = "http",
     store: str | None = None,
+    headers: dict[str, str] | None = None,
+    exporter: SpanExporter | None = None,
     non_tool: NonToolPolicy = NonToolPolicy.SCRUB,
     set_global: bool = True,
     schedule_delay_millis: int = 1000,
 ) -> TracerProvider:
     """A TracerProvider whose spans are scrubbed in the export thread, then sent or stored.
 
-    Give `endpoint` (a sidecar or any OTLP receiver; `protocol` "http" or "grpc") and/or
-    `store` (a DuckDB file path written in-process).  With neither, spans go to the
+    Give `endpoint` (a sidecar or any OTLP receiver; `protocol` "http" or "grpc"; `headers`
+    such as {"Authorization": "Bearer <token>"}), or any SDK `exporter` of your own, and/or
+    `store` (a DuckDB file path written in-process).  With none of them, spans go to the
     sidecar's default OTLP/HTTP address on 127.0.0.1:4318.
     """
     attributes: dict[str, str] = {sc.SERVICE_NAME: service}
@@ -135,10 +141,10 @@ def instrument(
     if environment:
         attributes[sc.DEPLOYMENT_ENVIRONMENT] = environment
     provider = TracerProvider(resource=Resource.create(attributes))
-    inner: SpanExporter | None = None
-    if endpoint is not None or store is None:
+    inner: SpanExporter | None = exporter
+    if inner is None and (endpoint is not None or store is None):
         default = DEFAULT_GRPC_ENDPOINT if protocol == "grpc" else DEFAULT_HTTP_ENDPOINT
-        inner = _otlp_exporter(endpoint or default, protocol)
+        inner = _otlp_exporter(endpoint or default, protocol, headers)
     sink = None
     if store is not None:
         from collector.store import open_store  # noqa: PLC0415 - only services that store locally

@@ -149,7 +149,9 @@ class ApiSource:
 
     def run(self, name: str, params: Mapping[str, object] | None = None) -> pa.Table:
         """GET /v1/query/{name}?params as Arrow IPC."""
-        query = urllib.parse.urlencode({k: _wire(v) for k, v in (params or {}).items()})
+        # None means "use the query's default" (usually "no filter"): leave it out entirely.
+        given = {k: _wire(v) for k, v in (params or {}).items() if v is not None}
+        query = urllib.parse.urlencode(given)
         path = f"/v1/query/{urllib.parse.quote(name, safe='')}" + (f"?{query}" if query else "")
         body, _ = self._request(path, ARROW_STREAM)
         try:

@@ -46,3 +46,13 @@ def test_all_names_exist() -> None:
     for module in (collector.catalog, collector.errors, collector.record, collector.store):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
+
+
+def test_package_entry_points() -> None:
+    """`collector.instrument` and `collector.ScrubbingSpanExporter` are the in-process entry points."""
+    import collector
+    from collector.export import ScrubbingSpanExporter, instrument
+
+    assert sorted(collector.__all__) == ["ScrubbingSpanExporter", "__version__", "instrument"]
+    assert collector.instrument is instrument
+    assert collector.ScrubbingSpanExporter is ScrubbingSpanExporter
