@@ -150,9 +150,9 @@ def healthcheck(local: Local, service: Mapping[str, Any]) -> int:
 def api_get(url: str, token: str | None) -> tuple[int, bytes]:
     """GET with an optional bearer token; (status, body)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    request = urllib.request.Request(url, headers=headers)  # noqa: S310 - loopback
+    request = urllib.request.Request(url, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()

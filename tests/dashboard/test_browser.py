@@ -83,7 +83,7 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None
             pytest.fail(f"errscope dashboard exited {process.returncode}: {log.read_text()}")
         try:
             health = f"{url}/_stcore/health"  # http on loopback, built above
-            with urllib.request.urlopen(health, timeout=5) as response:  # noqa: S310
+            with urllib.request.urlopen(health, timeout=5) as response:
                 if response.status == 200:
                     return
         except OSError:

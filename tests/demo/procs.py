@@ -127,9 +127,9 @@ def http_ok(url: str, timeout_s: float, headers: Mapping[str, str] | None = None
     """Poll `url` until it answers 200 or time runs out."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        request = urllib.request.Request(url, headers=dict(headers or {}))  # noqa: S310 - loopback
+        request = urllib.request.Request(url, headers=dict(headers or {}))
         try:
-            with urllib.request.urlopen(request, timeout=3) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=3) as response:
                 if response.status == 200:
                     return True
         except (urllib.error.URLError, OSError):

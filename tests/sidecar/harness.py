@@ -41,7 +41,9 @@ class Served:
         """A URL on the query API."""
         return f"http://{self.api}{path}"
 
-    def get(self, path: str, token: str | None = None, accept: str = "application/json") -> tuple[int, bytes]:
+    def get(
+        self, path: str, token: str | None = None, accept: str = "application/json"
+    ) -> tuple[int, bytes]:
         """GET on the API; (status, body) whatever the status."""
         headers = {"Accept": accept}
         if token:
@@ -93,7 +95,19 @@ def start_sidecar(
     log = store.with_suffix(".log")
     with log.open("a") as log_file:
         process = subprocess.Popen(
-            [*ERRSCOPE, "serve", "--otlp-grpc", grpc, "--otlp-http", http, "--api", api, "--store", str(store), *args],
+            [
+                *ERRSCOPE,
+                "serve",
+                "--otlp-grpc",
+                grpc,
+                "--otlp-http",
+                http,
+                "--api",
+                api,
+                "--store",
+                str(store),
+                *args,
+            ],
             stdout=subprocess.PIPE,
             stderr=log_file,
             text=True,
@@ -127,7 +141,9 @@ def sidecar(store: Path, *args: str, **kwargs: Any) -> Iterator[Served]:
 def http_exporter(served: Served, token: str | None = None, timeout: float = 10) -> HttpExporter:
     """The SDK's OTLP/HTTP protobuf exporter aimed at the sidecar."""
     headers = {"Authorization": f"Bearer {token}"} if token else None
-    return HttpExporter(endpoint=f"http://{served.http}/v1/traces", headers=headers, timeout=timeout)
+    return HttpExporter(
+        endpoint=f"http://{served.http}/v1/traces", headers=headers, timeout=timeout
+    )
 
 
 def grpc_exporter(served: Served, token: str | None = None, timeout: float = 10) -> GrpcExporter:
@@ -137,7 +153,10 @@ def grpc_exporter(served: Served, token: str | None = None, timeout: float = 10)
 
 
 def finished_spans(
-    specs: Sequence[tuple[str, dict[str, Any]]], resource: dict[str, str], *, start_ns: int | None = None
+    specs: Sequence[tuple[str, dict[str, Any]]],
+    resource: dict[str, str],
+    *,
+    start_ns: int | None = None,
 ) -> list[ReadableSpan]:
     """Finished SDK spans (name, attributes) under one resource, for exporters to send."""
     provider = TracerProvider(resource=Resource.create(resource))

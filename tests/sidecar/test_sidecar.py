@@ -30,7 +30,11 @@ from tests.sidecar.harness import (
     sidecar,
 )
 
-RESOURCE = {"service.name": "billing-agent", "service.version": "1.4.0", "deployment.environment.name": "prod"}
+RESOURCE = {
+    "service.name": "billing-agent",
+    "service.version": "1.4.0",
+    "deployment.environment.name": "prod",
+}
 TOKEN = "t0k-" + "x" * 28
 
 
@@ -38,11 +42,51 @@ def tool_specs(tag: str) -> list[tuple[str, dict[str, Any]]]:
     """Tool spans with known outcomes and secrets planted in arguments and results."""
     base = {"gen_ai.operation.name": "execute_tool"}
     return [
-        ("execute_tool get_job", {**base, "gen_ai.tool.name": "get_job", "gen_ai.tool.call.id": f"call_ok_{tag}", "gen_ai.tool.call.arguments": json.dumps({"job_id": 17, "token": GITHUB_TOKEN}), "gen_ai.tool.call.result": json.dumps({"ok": True})}),
-        ("execute_tool get_job", {**base, "gen_ai.tool.name": "get_job", "gen_ai.tool.call.id": f"call_bad_{tag}", "gen_ai.tool.call.result": json.dumps({"error": "invalid_args", "field": "job_id", "hint": "17"})}),
-        ("execute_tool get_job", {**base, "gen_ai.tool.name": "get_job", "gen_ai.tool.call.id": f"call_nf_{tag}", "http.response.status_code": 404, "gen_ai.tool.call.arguments": DB_URL}),
-        ("execute_tool charge", {**base, "gen_ai.tool.name": "charge", "errscope.code": "denied", "errscope.correlation_id": f"corr-{tag}", "gen_ai.tool.call.arguments": OPENAI_KEY}),
-        ("invoke_agent billing", {"gen_ai.operation.name": "invoke_agent", "prompt": f"use {OPENAI_KEY}"}),
+        (
+            "execute_tool get_job",
+            {
+                **base,
+                "gen_ai.tool.name": "get_job",
+                "gen_ai.tool.call.id": f"call_ok_{tag}",
+                "gen_ai.tool.call.arguments": json.dumps({"job_id": 17, "token": GITHUB_TOKEN}),
+                "gen_ai.tool.call.result": json.dumps({"ok": True}),
+            },
+        ),
+        (
+            "execute_tool get_job",
+            {
+                **base,
+                "gen_ai.tool.name": "get_job",
+                "gen_ai.tool.call.id": f"call_bad_{tag}",
+                "gen_ai.tool.call.result": json.dumps(
+                    {"error": "invalid_args", "field": "job_id", "hint": "17"}
+                ),
+            },
+        ),
+        (
+            "execute_tool get_job",
+            {
+                **base,
+                "gen_ai.tool.name": "get_job",
+                "gen_ai.tool.call.id": f"call_nf_{tag}",
+                "http.response.status_code": 404,
+                "gen_ai.tool.call.arguments": DB_URL,
+            },
+        ),
+        (
+            "execute_tool charge",
+            {
+                **base,
+                "gen_ai.tool.name": "charge",
+                "errscope.code": "denied",
+                "errscope.correlation_id": f"corr-{tag}",
+                "gen_ai.tool.call.arguments": OPENAI_KEY,
+            },
+        ),
+        (
+            "invoke_agent billing",
+            {"gen_ai.operation.name": "invoke_agent", "prompt": f"use {OPENAI_KEY}"},
+        ),
     ]
 
 
@@ -65,7 +109,7 @@ class Capture(BaseHTTPRequestHandler):
 
     bodies: list[bytes]
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.server.bodies.append(body)  # type: ignore[attr-defined]
         reply = ExportTraceServiceResponse().SerializeToString()
@@ -106,16 +150,22 @@ def test_ingest_stores_codes_and_ids_and_forwards_nothing_secret(
             assert send(http_exporter(served), spans)
         else:
             request = urllib.request.Request(
-                f"http://{served.http}/v1/traces", data=otlp_json(spans), headers={"Content-Type": "application/json"}
+                f"http://{served.http}/v1/traces",
+                data=otlp_json(spans),
+                headers={"Content-Type": "application/json"},
             )
             with urllib.request.urlopen(request, timeout=30) as response:
                 assert response.status == 200
                 assert json.loads(response.read()) == {}
         rows = served.query("calls_by_correlation", id=f"call_bad_{transport}", since="1h")
-        assert [(r["code"], r["field"], r["tool"]) for r in rows] == [("invalid_args", "job_id", "get_job")]
+        assert [(r["code"], r["field"], r["tool"]) for r in rows] == [
+            ("invalid_args", "job_id", "get_job")
+        ]
         assert served.terminate() == 0
     con = duckdb.connect(str(store), read_only=True)
-    stored = con.execute("SELECT call_id, code, trace_id, span_id, service, version FROM tool_calls").fetchall()
+    stored = con.execute(
+        "SELECT call_id, code, trace_id, span_id, service, version FROM tool_calls"
+    ).fetchall()
     deploys = con.execute("SELECT service, version, source FROM deploys").fetchall()
     con.close()
     by_call = {r[0]: r for r in stored if r[0]}
@@ -135,14 +185,22 @@ def test_ingest_stores_codes_and_ids_and_forwards_nothing_secret(
     names = []
     for body in upstream.bodies:  # type: ignore[attr-defined]
         request = ExportTraceServiceRequest.FromString(body)
-        names += [s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        names += [
+            s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans
+        ]
     assert len(names) == 5
     for secret in (GITHUB_TOKEN, OPENAI_KEY, DB_URL):
         assert secret.encode() not in forwarded
 
 
-def _post(served: Served, body: bytes, content_type: str = "application/x-protobuf", **headers: str) -> tuple[int, bytes, dict[str, str]]:
-    request = urllib.request.Request(f"http://{served.http}/v1/traces", data=body, headers={"Content-Type": content_type, **headers})
+def _post(
+    served: Served, body: bytes, content_type: str = "application/x-protobuf", **headers: str
+) -> tuple[int, bytes, dict[str, str]]:
+    request = urllib.request.Request(
+        f"http://{served.http}/v1/traces",
+        data=body,
+        headers={"Content-Type": content_type, **headers},
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, response.read(), dict(response.headers)
@@ -182,7 +240,9 @@ def test_auth_on_ingest_and_api(tmp_path: Path) -> None:
         assert served.get("/v1/query/error_rates", token="wrong-token-wrong-token")[0] == 401
         assert served.get("/healthz")[0] == 200
         assert send(http_exporter(served, token=TOKEN), spans)
-        assert send(grpc_exporter(served, token=TOKEN), finished_spans(tool_specs("auth2"), RESOURCE))
+        assert send(
+            grpc_exporter(served, token=TOKEN), finished_spans(tool_specs("auth2"), RESOURCE)
+        )
         assert len(served.query("error_rates", token=TOKEN, since="1h")) >= 1
 
 
@@ -191,11 +251,28 @@ def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path) -> Non
     import subprocess
 
     result = subprocess.run(
-        [*ERRSCOPE, "serve", "--otlp-http", "0.0.0.0:0", "--otlp-grpc", "off", "--api", "off", "--store", str(tmp_path / "s.duckdb")],
-        capture_output=True, text=True, timeout=60, check=False, env={"PATH": "/usr/bin:/bin"},
+        [
+            *ERRSCOPE,
+            "serve",
+            "--otlp-http",
+            "0.0.0.0:0",
+            "--otlp-grpc",
+            "off",
+            "--api",
+            "off",
+            "--store",
+            str(tmp_path / "s.duckdb"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
     )
     assert result.returncode == 2
-    assert result.stderr.strip().startswith("error[bad_value] otlp-http: binding a non-loopback address needs a token")
+    assert result.stderr.strip().startswith(
+        "error[bad_value] otlp-http: binding a non-loopback address needs a token"
+    )
     assert "Traceback" not in result.stderr
 
 
@@ -205,7 +282,9 @@ def test_query_api_arrow_and_errors(tmp_path: Path) -> None:
 
     with sidecar(tmp_path / "s.duckdb") as served:
         assert send(http_exporter(served), finished_spans(tool_specs("q"), RESOURCE))
-        status, body = served.get("/v1/query/error_rates?since=1h", accept="application/vnd.apache.arrow.stream")
+        status, body = served.get(
+            "/v1/query/error_rates?since=1h", accept="application/vnd.apache.arrow.stream"
+        )
         assert status == 200
         table = pyarrow.ipc.open_stream(body).read_all()
         assert set(table.column("code").to_pylist()) >= {"invalid_args", "not_found"}
@@ -225,21 +304,48 @@ def test_deploy_marks(tmp_path: Path) -> None:
     import subprocess
 
     with sidecar(tmp_path / "s.duckdb") as served:
-        body = json.dumps({"service": "billing-agent", "version": "1.5.0", "environment": "prod", "ts": "2026-11-30T10:00:00Z"}).encode()
-        request = urllib.request.Request(served.url("/v1/deploys"), data=body, headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {
+                "service": "billing-agent",
+                "version": "1.5.0",
+                "environment": "prod",
+                "ts": "2026-11-30T10:00:00Z",
+            }
+        ).encode()
+        request = urllib.request.Request(
+            served.url("/v1/deploys"), data=body, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             assert response.status == 201
         result = subprocess.run(
-            [*ERRSCOPE, "deploy", "--service", "billing-agent", "--version", "1.6.0", "--api", served.url("")],
-            capture_output=True, text=True, timeout=60, check=False,
+            [
+                *ERRSCOPE,
+                "deploy",
+                "--service",
+                "billing-agent",
+                "--version",
+                "1.6.0",
+                "--api",
+                served.url(""),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert result.returncode == 0, result.stderr
-        bad = urllib.request.Request(served.url("/v1/deploys"), data=b'{"service": "x"}', headers={"Content-Type": "application/json"})
+        bad = urllib.request.Request(
+            served.url("/v1/deploys"),
+            data=b'{"service": "x"}',
+            headers={"Content-Type": "application/json"},
+        )
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(bad, timeout=30)
         assert caught.value.code == 400
         caught.value.close()
-        rows = served.query("deploy_markers", since="2026-11-01T00:00:00Z", until="2027-01-01T00:00:00Z")
+        rows = served.query(
+            "deploy_markers", since="2026-11-01T00:00:00Z", until="2027-01-01T00:00:00Z"
+        )
     versions = {(r["version"], r["sources"]) for r in rows}
     assert {("1.5.0", "api"), ("1.6.0", "cli")} <= versions
 
@@ -251,7 +357,10 @@ def test_sigterm_drains_and_exits_zero(tmp_path: Path) -> None:
         assert send(http_exporter(served), finished_spans(tool_specs("term"), RESOURCE))
         status, body = served.get("/metrics")
         assert status == 200
-        assert b'errscope_tool_calls_total{service="billing-agent",tool="get_job",code="invalid_args"} 1' in body
+        assert (
+            b'errscope_tool_calls_total{service="billing-agent",tool="get_job",code="invalid_args"} 1'
+            in body
+        )
         assert served.terminate() == 0
     con = duckdb.connect(str(store), read_only=True)
     assert con.execute("SELECT count(*) FROM tool_calls").fetchone() == (4,)
