@@ -41,7 +41,7 @@ BASE = {"invalid_args": 0.02, "not_found": 0.03}
 CODES = ("invalid_args", "not_found")
 SIZES = (1.5, 2.0, 3.0, 10.0)
 HORIZON = 60
-BASELINE = 60
+BASELINE = 120  # minutes of the previous version before the deploy
 GAMMA_K = 5.0
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 
@@ -152,7 +152,7 @@ def signature_tests_at(case: Case, minute: int) -> list[detect.SignatureTest]:
     lo = BASELINE
     old_rows, new_rows = [], []
     for i in range(TOOLS):
-        old_calls = int(c.calls[0, i, :lo].sum()) * 24 * 7  # a week of earlier exposure
+        old_calls = int(c.calls[0, i, :lo].sum()) * (1440 // BASELINE) * 7  # a week before
         old_rows.append(
             {
                 "tool": f"t{i}",
@@ -203,8 +203,8 @@ def run_errscope(case: Case) -> tuple[int | None, Verdict, set[str], set[str | N
 def run_naive(case: Case) -> int | None:
     """First minute some tool's invalid_args rate since the deploy exceeds 2x the hour before."""
     c = case.counts
-    x0 = c.units[0, :, 0, :BASELINE].sum(axis=-1)
-    n0 = c.calls[0, :, :BASELINE].sum(axis=-1)
+    x0 = c.units[0, :, 0, BASELINE - 60 : BASELINE].sum(axis=-1)
+    n0 = c.calls[0, :, BASELINE - 60 : BASELINE].sum(axis=-1)
     r0 = np.where(n0 > 0, x0 / np.maximum(n0, 1), 0)
     cx = np.cumsum(c.errors[1, :, 0, BASELINE:], axis=-1)
     cn = np.cumsum(c.calls[1, :, BASELINE:], axis=-1)
@@ -216,13 +216,24 @@ def run_naive(case: Case) -> int | None:
     return None
 
 
-def run_mann_whitney(case: Case) -> int | None:
-    """Kayenta-style: per tool, per-minute rates new vs baseline, every 5 minutes."""
+MW_LOOKS = np.arange(5, HORIZON + 1, 5)
+MW_P = 0.01
+
+
+def mann_whitney_p(case: Case) -> np.ndarray:
+    """Kayenta-style: per look (every 5 min), the smallest one-sided Mann-Whitney p over tools.
+
+    Per tool, the new version's per-minute invalid_args rates are ranked against the
+    previous version's baseline minutes, the same window errscope gets (Kayenta's
+    per-metric test); a tool whose mean ratio is
+    under 1.5 does not count (its `allowedIncrease`).  A look with no eligible tool is 1.
+    """
     c = case.counts
     with np.errstate(invalid="ignore", divide="ignore"):
         old = c.errors[0, :, 0, :BASELINE] / c.calls[0, :, :BASELINE]
         new = c.errors[1, :, 0, BASELINE:] / c.calls[1, :, BASELINE:]
-    for minute in range(5, HORIZON + 1, 5):
+    out = np.ones(MW_LOOKS.size)
+    for j, minute in enumerate(MW_LOOKS):
         for tool in range(TOOLS):
             a = new[tool, :minute]
             b = old[tool]
@@ -231,10 +242,26 @@ def run_mann_whitney(case: Case) -> int | None:
                 continue
             if b.mean() > 0 and a.mean() / b.mean() < 1.5:
                 continue
-            p = stats.mannwhitneyu(a, b, alternative="greater").pvalue
-            if p < 0.01:
-                return minute
-    return None
+            p = float(stats.mannwhitneyu(a, b, alternative="greater").pvalue)
+            out[j] = min(out[j], p)
+    return out
+
+
+def first_look(p_by_look: np.ndarray, threshold: float) -> int | None:
+    """The minute of the first Mann-Whitney look with p below `threshold`, or None."""
+    hit = np.flatnonzero(p_by_look < threshold)
+    return int(MW_LOOKS[hit[0]]) if hit.size else None
+
+
+def matched_threshold(null_min_p: list[float], rate: float) -> float:
+    """The largest p threshold whose false-alarm rate on the null runs is at most `rate`.
+
+    A run alarms when its smallest p over the looks is below the threshold, so the
+    threshold is the (k+1)-th smallest of those minima, k = floor(rate * runs).
+    """
+    ordered = sorted(null_min_p)
+    k = math.floor(rate * len(ordered) + 1e-9)
+    return ordered[k] if k < len(ordered) else 1.0
 
 
 def _pct(values: list[bool]) -> str:
@@ -245,9 +272,33 @@ def _q(values: list[int], q: float) -> str:
     return f"{np.quantile(values, q):.0f}" if values else "-"
 
 
-def deploy_bench(rng: np.random.Generator, per_tier: int) -> list[str]:
-    """Run every tier; return the report lines."""
+def _ttd(rows: list[tuple[Case, int | None]], q: float) -> str:
+    """Quantile of minutes to detect over every rate-broken deploy, a miss counting as never."""
+    minutes = [m if m is not None else math.inf for c, m in rows if c.kind == "rate"]
+    value = float(np.quantile(minutes, q, method="inverted_cdf")) if minutes else math.nan
+    return f">{HORIZON}" if value == math.inf else f"{value:.0f}"
+
+
+def _matched_line(
+    tier: int, results: dict[str, list[tuple[Case, int | None]]], fa: float, threshold: float
+) -> str:
+    """errscope beside Mann-Whitney tuned to the same false-alarm rate, for one tier."""
+    es, mw = results["errscope"], results["MW matched"]
+    null = [(c, m) for c, m in mw if c.kind in ("healthy", "aa")]
+    mw_fa = float(np.mean([m is not None for _, m in null]))
+    return (
+        f"{tier:>5} {100 * fa:>9.1f} {100 * mw_fa:>9.1f} {threshold:>10.1e} "
+        f"{_ttd(es, 0.5):>6} {_ttd(es, 0.9):>6} {_ttd(mw, 0.5):>6} {_ttd(mw, 0.9):>6}"
+    )
+
+
+def deploy_bench(rng: np.random.Generator, per_tier: int) -> tuple[list[str], list[str]]:
+    """Run every tier; return the report lines and the matched-false-alarm lines."""
     lines = []
+    matched = [
+        f"{'tier':>5} {'FA es':>9} {'FA MW':>9} {'MW p <':>10} "
+        f"{'es med':>6} {'es p90':>6} {'MW med':>6} {'MW p90':>6}"
+    ]
     header = (
         f"{'tier':>5} {'detector':<12} {'FA/100':>7} {'FA A/A':>7} {'INSUF':>6} "
         + " ".join(f"{'x' + str(s):>8}" for s in SIZES)
@@ -267,11 +318,13 @@ def deploy_bench(rng: np.random.Generator, per_tier: int) -> list[str]:
         insufficient: list[bool] = []
         named_tool: list[bool] = []
         named_field: list[bool] = []
+        mw_p: list[np.ndarray] = []
         for case in cases:
             minute, verdict, tools, fields = run_errscope(case)
             results["errscope"].append((case, minute))
             results["naive 2x"].append((case, run_naive(case)))
-            results["MannWhitney"].append((case, run_mann_whitney(case)))
+            mw_p.append(mann_whitney_p(case))
+            results["MannWhitney"].append((case, first_look(mw_p[-1], MW_P)))
             if case.kind == "healthy":
                 insufficient.append(verdict is Verdict.INSUFFICIENT_DATA)
             if case.kind in ("rate", "signature") and minute is not None:
@@ -279,6 +332,15 @@ def deploy_bench(rng: np.random.Generator, per_tier: int) -> list[str]:
                 named_tool.append(bool(tools & want) and not (tools - want - {"*"}))
                 want_field = "new_field" if case.kind == "signature" else "f0"
                 named_field.append(want_field in fields)
+        # Mann-Whitney with its threshold tuned to errscope's false-alarm rate on the
+        # same null runs (healthy + A/A); tuned in-sample, which flatters Mann-Whitney.
+        null = [i for i, c in enumerate(cases) if c.kind in ("healthy", "aa")]
+        es_fa = float(np.mean([results["errscope"][i][1] is not None for i in null]))
+        threshold = matched_threshold([float(mw_p[i].min()) for i in null], es_fa)
+        results["MW matched"] = [
+            (c, first_look(p, threshold)) for c, p in zip(cases, mw_p, strict=True)
+        ]
+        matched.append(_matched_line(tier, results, es_fa, threshold))
         for name, rows in results.items():
             healthy = [m is not None for c, m in rows if c.kind == "healthy"]
             aa = [m is not None for c, m in rows if c.kind == "aa"]
@@ -303,7 +365,7 @@ def deploy_bench(rng: np.random.Generator, per_tier: int) -> list[str]:
                 f"{(_pct(named_tool) if is_es else '-'):>5} "
                 f"{(_pct(named_field) if is_es else '-'):>6}"
             )
-    return lines
+    return lines, matched
 
 
 # ------------------------------------------------------------------ spikes
@@ -424,13 +486,20 @@ def main() -> None:
         "FA/100 = deploys with any alarm within 60 min per 100 healthy deploys; "
         "recall = detected within 60 min; med/p90 = minutes to detect (broken deploys)"
     )
-    for line in deploy_bench(rng, args.deploys):
+    lines, matched = deploy_bench(rng, args.deploys)
+    for line in lines:
+        print(line)
+    print(
+        "\nmatched false alarms: Mann-Whitney's p threshold tuned on the healthy + A/A runs "
+        "to errscope's false-alarm rate (FA per 100 null runs); minutes to detect over "
+        "every rate-broken deploy, a miss counting as never (>60)"
+    )
+    for line in matched:
         print(line)
     print(f"\nnot_found spikes: {args.spike_days} service-days per tier (half with a spike)")
     for line in spike_bench(rng, args.spike_days):
         print(line)
     print(f"\nelapsed {time.perf_counter() - started:.0f} s, seed {args.seed}")
-    _ = math
 
 
 if __name__ == "__main__":

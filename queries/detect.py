@@ -11,8 +11,8 @@ Layers:
   evaluating "as if it were 10:05" sees nothing written after 10:05.
 - `DeployCounts` / `evaluate_deploy` and `SpikeSeries` / `evaluate_spike_series` are
   pure: arrays in, verdicts out.  The benchmarks drive them with simulated counts.
-- `mixture_e_values`, `binom_sf`, `rate_ratio_ci`, `benjamini_hochberg`, `dispersion`
-  are the statistical primitives, each valid on its own.
+- `mixture_e_values`, `binom_sf`, `rate_ratio_ci`, `benjamini_hochberg`, `nb_alpha`,
+  `inflation` (and the older `dispersion`) are the statistical primitives.
 
 Nothing here raises on sparse or empty data: too little data is a verdict
 (`INSUFFICIENT_DATA`), never an exception and never a pass.
@@ -56,7 +56,9 @@ __all__ = [
     "evaluate_deploy",
     "evaluate_spike_series",
     "find_deploy",
+    "inflation",
     "mixture_e_values",
+    "nb_alpha",
     "rate_ratio_ci",
     "signature_tests",
     "spike_label",
@@ -86,13 +88,15 @@ class DetectConfig:
     Deploys: `q` is the per-deploy false-discovery level (Benjamini-Hochberg over every
     test of the deploy); `theta0` the largest increase still counted as noise (drift);
     `min_ratio`, `min_errors` and the baseline minimums are the guards below which a
-    test can neither find a regression nor pass.  `looks_s` are the fixed looks of the
-    baseline comparison and `look_weights` the share of the error rate each look spends.
+    test can neither find a regression nor pass.  `codes` are the gated codes (the CLI's
+    `--codes` widens them).  `looks_s` are the looks of the baseline comparison (every
+    minute early on) and `look_weights` the share of the error rate each spends (they
+    sum to at most 1).  `max_dispersion` caps the estimated over-dispersion.
     Spikes: `spike_p` per bucket, two consecutive buckets, at least `spike_min_count`
     errors and `spike_min_ratio` times the expected count.
     """
 
-    codes: tuple[str, ...] = ("invalid_args", "not_found")
+    codes: tuple[str, ...] = ("invalid_args",)
     q: float = 0.01
     theta0: float = 1.1
     thetas: tuple[float, ...] = (1.5, 2.0, 3.0, 5.0, 10.0)
@@ -100,9 +104,22 @@ class DetectConfig:
     min_errors: int = 5
     min_baseline_errors: int = 20
     min_baseline_calls: int = 600
-    baseline_s: int = 3600
-    looks_s: tuple[int, ...] = (300, 900, 1800, 3600)
-    look_weights: tuple[float, ...] = (0.5, 0.25, 0.15, 0.1)
+    baseline_s: int = 7200
+    # A look every minute for 15 minutes, then at 20, 30, 45 and 60; the gate's decision
+    # points (5 and 15 minutes, then 10) spend most of the error rate.
+    looks_s: tuple[int, ...] = (*range(60, 901, 60), 1200, 1800, 2700, 3600)
+    look_weights: tuple[float, ...] = (
+        *(0.02,) * 4,
+        0.25,
+        *(0.015,) * 4,
+        0.1,
+        *(0.015,) * 4,
+        0.25,
+        0.05,
+        0.07,
+        0.05,
+        0.03,
+    )
     horizon_s: int = 7200
     healthy_after_s: int = 900
     cutover_share: float = 0.95
@@ -238,6 +255,35 @@ def dispersion(counts: Array, expected: Array, *, min_cells: int = 5, cap: float
     if df < min_cells - 1:
         return 1.0
     return float(min(cap, max(1.0, chi2 / df)))
+
+
+def nb_alpha(counts: Array, expected: Array, *, cap: float = 4.0) -> float:
+    """Method-of-moments NB2 over-dispersion: Var(x) = mu + alpha * mu^2, alpha >= 0.
+
+    alpha = sum((x - mu)^2 - x) / sum(mu^2) over cells with mu > 0, clipped to [0, cap].
+    A gamma(k) multiplier on each cell's rate gives alpha = 1/k whatever the cell's
+    size, so a traffic burst (one large cell) no longer passes for extra noise the way it
+    does in a single Pearson ratio, where a cell's excess variance grows with its mean.
+    """
+    x = np.asarray(counts, dtype=np.float64).ravel()
+    mu = np.asarray(expected, dtype=np.float64).ravel()
+    keep = mu > 0
+    denominator = float((mu[keep] ** 2).sum())
+    if denominator <= 0:
+        return 0.0
+    numerator = float((((x - mu) ** 2 - x)[keep]).sum())
+    return float(min(cap, max(0.0, numerator / denominator)))
+
+
+def inflation(alpha: Array | float, rate: Array | float, n_sum: Array, n_sq_sum: Array) -> Array:
+    """phi = Var / mean of a sum of NB2 cells with expectations rate * n_i (>= 1).
+
+    Var(sum) = sum(mu_i) + alpha * sum(mu_i^2), so phi = 1 + alpha * rate * sum(n_i^2) /
+    sum(n_i); the sums of calls and of squared calls are passed in.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(n_sum > 0, n_sq_sum / np.where(n_sum > 0, n_sum, 1.0), 0.0)
+    return np.asarray(1.0 + np.asarray(alpha) * np.asarray(rate) * ratio, dtype=np.float64)
 
 
 # ===================================================================== deploys
@@ -393,6 +439,29 @@ def counts_from_table(
     )
 
 
+def _gated(counts: DeployCounts, codes: Sequence[str]) -> DeployCounts:
+    """`counts` restricted to the gated `codes` (all of its codes when none is gated).
+
+    The fallback keeps a caller that counted other codes from getting a verdict with no
+    test behind it.
+    """
+    keep = [i for i, c in enumerate(counts.codes) if c in codes]
+    if not keep or len(keep) == len(counts.codes):
+        return counts
+    remap = {old: new for new, old in enumerate(keep)}
+    fields = [f for f, (_, c, _) in enumerate(counts.field_keys) if c in remap]
+    return replace(
+        counts,
+        codes=tuple(counts.codes[i] for i in keep),
+        units=counts.units[:, :, keep],
+        errors=counts.errors[:, :, keep],
+        field_keys=tuple(
+            (t, remap[c], name) for t, c, name in (counts.field_keys[f] for f in fields)
+        ),
+        field_units=counts.field_units[:, fields],
+    )
+
+
 def _cutover_minute(counts: DeployCounts, elapsed: int, share: float) -> int:
     """One past the last minute both versions served (the new one under `share`)."""
     lo = -counts.start_min
@@ -406,12 +475,17 @@ def _cutover_minute(counts: DeployCounts, elapsed: int, share: float) -> int:
 
 
 def _look_p_values(
-    x1: Array, n1: Array, x0: Array, n0: Array, *, phi: Array, theta0: float
+    x1: Array, n1: Array, x0: Array, n0: Array, *, phi1: Array, phi0: Array, theta0: float
 ) -> Array:
-    """One-sided exact conditional p-values of rate_new <= theta0 * rate_old."""
+    """One-sided exact conditional p-values of rate_new <= theta0 * rate_old.
+
+    Each side is deflated by its own variance inflation (counts and exposure divided by
+    phi), so an over-dispersed count weighs as the Poisson count of equal variance.
+    """
+    e1, e0 = n1 / phi1, n0 / phi0
     with np.errstate(invalid="ignore", divide="ignore"):
-        p_null = theta0 * n1 / (theta0 * n1 + n0)
-    p = binom_sf(x1 / phi, (x1 + x0) / phi, p_null)
+        p_null = theta0 * e1 / (theta0 * e1 + e0)
+    p = binom_sf(x1 / phi1, x1 / phi1 + x0 / phi0, p_null)
     return np.where((n1 > 0) & (n0 > 0), p, 1.0)
 
 
@@ -432,39 +506,85 @@ def _with_pool(values: Array) -> Array:
     return np.concatenate([values, values.sum(axis=1, keepdims=True)], axis=1)
 
 
-def _dispersions(
-    counts: DeployCounts, calls_old: Array, units_old: Array, base_end: int, cap: float
-) -> dict[str, float]:
-    """Over-dispersion per code, from the old version's baseline minutes (service-wide)."""
-    phis: dict[str, float] = {}
-    for code_i, code in enumerate(counts.codes):
-        cw = calls_old[-1, :base_end]
-        uw = units_old[-1, code_i, :base_end]
-        rate = float(uw.sum()) / float(cw.sum()) if cw.sum() > 0 else 0.0
-        phis[code] = dispersion(uw, cw * rate, cap=cap)
-    return phis
+def _alphas(calls_old: Array, units_old: Array, base_end: int, cap: float) -> Array:
+    """NB2 over-dispersion per (tool row, code) from the old version's baseline minutes.
+
+    The tool rows share one service-wide estimate per code (each tool-minute a cell, its
+    expectation the tool's own baseline rate times its calls): an hour of one tool is too
+    few cells for a stable estimate.  The pool row (last) gets its own estimate from the
+    pooled per-minute series, which is smaller when tools fluctuate independently and
+    the same when a common shock moves them all.
+    """
+    n = calls_old[:, None, :base_end]
+    x = units_old[:, :, :base_end]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = x.sum(axis=-1, keepdims=True) / np.maximum(n.sum(axis=-1, keepdims=True), 1.0)
+    mu = np.broadcast_to(n * rate, x.shape)
+    n_rows, n_codes = x.shape[0], x.shape[1]
+    out = np.zeros((n_rows, n_codes))
+    for c in range(n_codes):
+        out[:-1, c] = nb_alpha(x[:-1, c], mu[:-1, c], cap=cap)
+        out[-1, c] = nb_alpha(x[-1, c], mu[-1, c], cap=cap)
+    return out
 
 
 def _look_tests(
-    calls: Array, units: Array, *, lo: int, cut: int, elapsed: int, phi: Array, config: DetectConfig
-) -> Array:
-    """Weighted-Bonferroni p-values of the fixed looks against the previous version."""
-    n_tools, n_codes = units.shape[1], units.shape[2]
-    cum_units = np.cumsum(units[1, :, :, lo : lo + elapsed], axis=-1)
-    cum_calls = np.cumsum(calls[1, :, lo : lo + elapsed], axis=-1)[:, None, :]
-    p_look = np.ones((n_tools, n_codes))
-    for look_s, weight in zip(config.looks_s, config.look_weights, strict=True):
-        look = look_s // 60
-        if look > elapsed or look <= 0:
-            continue
-        look_end = lo + min(cut, look)
-        x0 = units[0, :, :, :look_end].sum(axis=-1)
-        n0 = calls[0, :, None, :look_end].sum(axis=-1)
-        x1 = cum_units[:, :, look - 1]
-        n1 = np.broadcast_to(cum_calls[:, :, look - 1], x1.shape)
-        p = _look_p_values(x1, n1, x0, np.broadcast_to(n0, x0.shape), phi=phi, theta0=config.theta0)
-        p_look = np.minimum(p_look, np.minimum(1.0, p / weight))
-    return p_look
+    calls: Array,
+    units: Array,
+    *,
+    lo: int,
+    cut: int,
+    elapsed: int,
+    alpha: Array,
+    config: DetectConfig,
+) -> tuple[Array, Array, Array]:
+    """Weighted-Bonferroni p-values of the looks against the previous version.
+
+    Returns (p, phi_new, phi_old): the p-value over every look up to `elapsed`, and the
+    variance inflations of the window as of `elapsed` (for the ratio's interval).  Every
+    look is one exact conditional test spending its weight of the error rate, so the
+    minimum over looks, divided by the weights, stays valid however the looks correlate.
+    """
+    if elapsed <= 0:
+        ones = np.ones(units.shape[1:3])
+        return ones, ones, ones
+    looks = [
+        (look_s // 60, w)
+        for look_s, w in zip(config.looks_s, config.look_weights, strict=True)
+        if 0 < look_s // 60 <= elapsed
+    ]
+    ends = np.array([m for m, _ in looks] + [elapsed], dtype=np.int64)
+    weights = np.array([w for _, w in looks] + [1.0])
+    n1_all = calls[1, :, lo : lo + elapsed]
+    c_units = np.cumsum(units[1, :, :, lo : lo + elapsed], axis=-1)
+    c_n1 = np.cumsum(n1_all, axis=-1)
+    c_n1_sq = np.cumsum(n1_all**2, axis=-1)
+    old_n = calls[0]
+    c_x0 = np.cumsum(units[0], axis=-1)
+    c_n0 = np.cumsum(old_n, axis=-1)
+    c_n0_sq = np.cumsum(old_n**2, axis=-1)
+    # (looks, tools, codes): new window [lo, lo + m), baseline [0, lo + min(cut, m))
+    base = lo + np.minimum(cut, ends) - 1
+    x1 = np.moveaxis(c_units[:, :, ends - 1], -1, 0)
+    n1 = np.moveaxis(c_n1[:, ends - 1], -1, 0)[:, :, None]
+    n1_sq = np.moveaxis(c_n1_sq[:, ends - 1], -1, 0)[:, :, None]
+    if lo + min(cut, 1) <= 0:  # no baseline minute at all
+        zeros = np.zeros((ends.size, *x1.shape[1:]))
+        x0, n0, n0_sq = zeros, zeros[:, :, :1], zeros[:, :, :1]
+    else:
+        x0 = np.moveaxis(c_x0[:, :, base], -1, 0)
+        n0 = np.moveaxis(c_n0[:, base], -1, 0)[:, :, None]
+        n0_sq = np.moveaxis(c_n0_sq[:, base], -1, 0)[:, :, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate0 = np.where(n0 > 0, x0 / np.where(n0 > 0, n0, 1.0), 0.0)
+    # Not capped: a burst minute inside the window really does add alpha * mu^2.
+    phi1 = inflation(alpha[None], rate0, n1, n1_sq)
+    phi0 = inflation(alpha[None], rate0, n0, n0_sq)
+    n1b, n0b = np.broadcast_to(n1, x1.shape), np.broadcast_to(n0, x0.shape)
+    p = _look_p_values(x1, n1b, x0, n0b, phi1=phi1, phi0=phi0, theta0=config.theta0)
+    spent = np.minimum(1.0, p[:-1] / weights[:-1, None, None])
+    p_look = spent.min(axis=0) if looks else np.ones(x1.shape[1:])
+    return p_look, phi1[-1], phi0[-1]
 
 
 def _sequential_tests(
@@ -520,12 +640,14 @@ def evaluate_deploy(
     - the overlap phase (both versions serving): a grid-mixture SPRT on the new version's
       share of failing traces, anytime-valid, checked every minute;
     - against the previous version's last `baseline_s` (plus its overlap minutes): an exact
-      conditional binomial test at the fixed looks, each spending `look_weights` of the
-      error rate, with counts deflated by the baseline's over-dispersion.
+      conditional binomial test at every look of `looks_s` (each minute early on), each
+      spending `look_weights` of the error rate, with each side's counts deflated by its
+      NB2 variance inflation (alpha estimated on the baseline's tool-minutes).
     The two p-values are combined by Bonferroni; Benjamini-Hochberg runs over every test
     and new signature of the deploy.  A finding needs q <= `q`, at least `min_errors`
     failing traces, ratio >= `min_ratio` and a sufficient baseline.
     """
+    counts = _gated(counts, config.codes)
     elapsed = max(0, min(elapsed_min, counts.minutes + counts.start_min))
     lo = -counts.start_min
     cut = _cutover_minute(counts, elapsed, config.cutover_share)
@@ -536,9 +658,11 @@ def evaluate_deploy(
         _with_pool(counts.errors),
     )
     tools = (*counts.tools, AGGREGATE_TOOL)
-    phis = _dispersions(counts, calls[0], units[0], base_end, config.max_dispersion)
-    phi = np.array([phis[c] for c in counts.codes])[None, :]
-    p_look = _look_tests(calls, units, lo=lo, cut=cut, elapsed=elapsed, phi=phi, config=config)
+    alpha = _alphas(calls[0], units[0], base_end, config.max_dispersion)
+    p_look, phi_new, phi_old = _look_tests(
+        calls, units, lo=lo, cut=cut, elapsed=elapsed, alpha=alpha, config=config
+    )
+    phis = {code: float(phi_new[-1, c]) for c, code in enumerate(counts.codes)}
     has_overlap = cut > 0
     if has_overlap:
         p_seq = _sequential_tests(calls, units, lo=lo, cut=cut, elapsed=elapsed, config=config)
@@ -589,12 +713,12 @@ def evaluate_deploy(
         found = bool(is_finding[t, c])
         ci = None
         if found:
-            f = phis[counts.codes[c]]
+            f1, f0 = float(phi_new[t, c]), float(phi_old[t, c])
             ci = rate_ratio_ci(
-                float(s.units_new[t, c]) / f,
-                float(s.calls_new[t, c]),
-                float(s.units_old[t, c]) / f,
-                float(s.calls_old[t, c]),
+                float(s.units_new[t, c]) / f1,
+                float(s.calls_new[t, c]) / f1,
+                float(s.units_old[t, c]) / f0,
+                float(s.calls_old[t, c]) / f0,
                 level=config.ci_level,
             )
         results.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
@@ -99,6 +100,113 @@ def test_dispersion_tells_poisson_from_overdispersed(scale: float, expect_above_
     lam = mu * (rng.gamma(1 / (scale - 1), scale - 1, size=120) if scale > 1 else 1.0)
     phi = detect.dispersion(rng.poisson(lam).astype(float), mu)
     assert (phi > 2.0) is expect_above_one
+
+
+@pytest.mark.parametrize(
+    ("k", "burst"),
+    [
+        pytest.param(5.0, 1.0, id="gamma-k5"),
+        pytest.param(5.0, 8.0, id="gamma-k5-with-bursts"),  # bursts must not inflate alpha
+        pytest.param(2.0, 1.0, id="gamma-k2"),
+    ],
+)
+def test_nb_alpha_recovers_the_gamma_mixing(k: float, burst: float) -> None:
+    """nb_alpha estimates 1/k of gamma-mixed counts, unmoved by traffic bursts."""
+    rng = np.random.default_rng(11)
+    calls = np.full(4000, 200.0)
+    calls[::10] *= burst
+    mu = calls * 0.02
+    x = rng.poisson(mu * rng.gamma(k, 1 / k, size=mu.size)).astype(float)
+    assert detect.nb_alpha(x, mu) == pytest.approx(1 / k, rel=0.15)
+
+
+def test_nb_alpha_is_zero_on_poisson_counts() -> None:
+    """Poisson counts give alpha close to 0 (never negative)."""
+    rng = np.random.default_rng(12)
+    mu = np.full(4000, 4.0)
+    alpha = detect.nb_alpha(rng.poisson(mu).astype(float), mu)
+    assert 0.0 <= alpha < 0.02
+
+
+def _null_deploy(
+    rng: np.random.Generator, *, calls_per_min: float, ratio: float = 1.0
+) -> detect.DeployCounts:
+    """A cut-over deploy of 2 tools whose rate changes by `ratio`: gamma(5) noise, a burst."""
+    before, after, tools = 120, 60, 2
+    minutes = before + after
+    calls = rng.poisson(np.full((tools, minutes), calls_per_min)).astype(float)
+    b0 = int(rng.integers(0, minutes - 5))
+    calls[:, b0 : b0 + 3] *= 5  # a traffic-only burst, before or after the deploy
+    rate = 0.02 * rng.gamma(5.0, 0.2, size=(tools, minutes))
+    rate[:, before:] *= ratio
+    units = rng.binomial(calls.astype(int), np.clip(rate, 0, 1)).astype(float)
+    by_version = np.zeros((2, tools, minutes))
+    by_version[0, :, :before] = calls[:, :before]
+    by_version[1, :, before:] = calls[:, before:]
+    u = np.zeros((2, tools, 1, minutes))
+    u[0, :, 0, :before] = units[:, :before]
+    u[1, :, 0, before:] = units[:, before:]
+    return detect.DeployCounts(
+        deploy=detect.DeployInfo("s", "2", None, DEPLOY_TS, "1"),
+        tools=tuple(f"t{i}" for i in range(tools)),
+        codes=("invalid_args",),
+        start_min=-before,
+        calls=by_version,
+        units=u,
+        errors=u.copy(),
+        field_keys=(),
+        field_units=np.zeros((2, 0, minutes)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("calls_per_min", "ratio"),
+    [
+        pytest.param(200.0, 1.0, id="200-no-change"),
+        pytest.param(200.0, detect.DEFAULT_CONFIG.theta0, id="200-at-the-null-boundary"),
+        pytest.param(20.0, detect.DEFAULT_CONFIG.theta0, id="20-at-the-null-boundary"),
+    ],
+)
+def test_minute_looks_false_alarms_under_repeated_looks(calls_per_min: float, ratio: float) -> None:
+    """Looking every minute for an hour, each baseline test alarms on null data under alpha."""
+    rng = np.random.default_rng(20261130)
+    runs, alpha = 600, 0.05
+    p = np.array(
+        [
+            [t.p_value for t in detect.evaluate_deploy(_null_deploy(rng, **kw), 60).tests]
+            for kw in [{"calls_per_min": calls_per_min, "ratio": ratio}] * runs
+        ]
+    )
+    # p_value at 60 min is already the minimum over every look up to then, each look's p
+    # divided by its weight: P(p <= alpha) is the false-alarm rate of monitoring an hour.
+    assert float((p <= alpha).mean()) <= alpha
+
+
+def test_minute_looks_catch_a_tenfold_jump_in_two_minutes() -> None:
+    """A tenfold jump on one tool at 200 calls per minute is a regression within 2 minutes."""
+    rng = np.random.default_rng(5)
+    counts = _null_deploy(rng, calls_per_min=200.0)
+    units = counts.units.copy()
+    units[1, 0, 0, 120:] = rng.binomial(200, 0.2, size=60)
+    jumped = replace(counts, units=units, errors=units.copy())
+    assert detect.evaluate_deploy(jumped, 2).verdict is Verdict.REGRESSION
+
+
+def test_only_the_gated_codes_are_tested() -> None:
+    """Counts carrying two codes are tested only on the codes the config gates."""
+    counts = _counts(np.array([3.0, 3.0]), 2)
+    two = replace(
+        counts,
+        codes=("invalid_args", "not_found"),
+        units=np.concatenate([counts.units, counts.units], axis=2),
+        errors=np.concatenate([counts.errors, counts.errors], axis=2),
+    )
+    gated = detect.evaluate_deploy(two, 20, detect.DetectConfig(codes=("not_found",)))
+    assert {t.code for t in gated.tests} == {"not_found"}
+    widened = detect.evaluate_deploy(
+        two, 20, detect.DetectConfig(codes=("invalid_args", "not_found"))
+    )
+    assert {t.code for t in widened.tests} == {"invalid_args", "not_found"}
 
 
 # ------------------------------------------------------------------ deploys
