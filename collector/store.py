@@ -243,20 +243,24 @@ class DuckDBStore:
         with suppress(duckdb.Error):
             self._con.execute("ROLLBACK")
 
-    def _insert(self, table: str, batch: pa.Table, *, verb: str = "INSERT") -> int:
+    def _run_on_batch(self, batch: pa.Table, sql: str) -> int:
+        """Run one INSERT that reads `_errscope_batch` (the Arrow batch) in a transaction."""
         if batch.num_rows == 0:
             return 0
         with self._transaction() as con:
             con.register("_errscope_batch", batch)
             try:
-                # An explicit column list, not BY NAME: name matching costs a third of a
-                # 1,000-row insert.
-                columns = ", ".join(batch.column_names)
-                sql = f"{verb} INTO {table} ({columns}) SELECT {columns} FROM _errscope_batch"  # noqa: S608 - names come from our own Arrow schemas
                 row = con.execute(sql).fetchone()
             finally:
                 con.unregister("_errscope_batch")
         return int(row[0]) if row else 0
+
+    def _insert(self, table: str, batch: pa.Table, *, verb: str = "INSERT") -> int:
+        # An explicit column list, not BY NAME: name matching costs a third of a 1,000-row
+        # insert.  Table and column names come from our own Arrow schemas.
+        columns = ", ".join(batch.column_names)
+        sql = f"{verb} INTO {table} ({columns}) SELECT {columns} FROM _errscope_batch"  # noqa: S608
+        return self._run_on_batch(batch, sql)
 
     def append_tool_calls(self, calls: Iterable[ToolCall] | pa.Table) -> int:
         """Store a batch of calls in one transaction; return how many were new.
@@ -279,40 +283,24 @@ class DuckDBStore:
 
     def append_tracebacks(self, samples: Iterable[TracebackSample]) -> int:
         """Store redacted traceback samples; a replayed (trace_id, span_id) is skipped."""
-        table = tracebacks_to_arrow(samples)
-        if table.num_rows == 0:
-            return 0
-        with self._transaction() as con:
-            con.register("_errscope_batch", table)
-            try:
-                row = con.execute(
-                    "INSERT INTO tracebacks BY NAME SELECT DISTINCT ON (b.trace_id, b.span_id) b.* "
-                    "FROM _errscope_batch b WHERE NOT EXISTS (SELECT 1 FROM tracebacks t "
-                    "WHERE t.trace_id = b.trace_id AND t.span_id = b.span_id)"
-                ).fetchone()
-            finally:
-                con.unregister("_errscope_batch")
-        return int(row[0]) if row else 0
+        return self._run_on_batch(
+            tracebacks_to_arrow(samples),
+            "INSERT INTO tracebacks BY NAME SELECT DISTINCT ON (b.trace_id, b.span_id) b.* "
+            "FROM _errscope_batch b WHERE NOT EXISTS (SELECT 1 FROM tracebacks t "
+            "WHERE t.trace_id = b.trace_id AND t.span_id = b.span_id)",
+        )
 
     def add_deploys(self, deploys: Iterable[Deploy]) -> int:
         """Record deploys; the same (service, version, environment, source) is kept once."""
-        table = deploys_to_arrow(deploys)
-        if table.num_rows == 0:
-            return 0
-        with self._transaction() as con:
-            con.register("_errscope_batch", table)
-            try:
-                row = con.execute(
-                    "INSERT INTO deploys BY NAME "
-                    "SELECT service, version, environment, min(ts) AS ts, source "
-                    "FROM _errscope_batch b WHERE NOT EXISTS (SELECT 1 FROM deploys d "
-                    "WHERE d.service = b.service AND d.version = b.version "
-                    "AND d.environment IS NOT DISTINCT FROM b.environment AND d.source = b.source) "
-                    "GROUP BY service, version, environment, source"
-                ).fetchone()
-            finally:
-                con.unregister("_errscope_batch")
-        return int(row[0]) if row else 0
+        return self._run_on_batch(
+            deploys_to_arrow(deploys),
+            "INSERT INTO deploys BY NAME "
+            "SELECT service, version, environment, min(ts) AS ts, source "
+            "FROM _errscope_batch b WHERE NOT EXISTS (SELECT 1 FROM deploys d "
+            "WHERE d.service = b.service AND d.version = b.version "
+            "AND d.environment IS NOT DISTINCT FROM b.environment AND d.source = b.source) "
+            "GROUP BY service, version, environment, source",
+        )
 
     def add_redactions(self, counts: Iterable[RedactionCount]) -> int:
         """Add redaction counts (hour, service, tool, rule); queries sum them."""

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from collector.record import ToolCall
@@ -34,3 +40,23 @@ def make_call(**overrides: Any) -> ToolCall:
     }
     values.update(overrides)
     return ToolCall(**values)
+
+
+@contextlib.contextmanager
+def held_by_another_process(path: Path) -> Iterator[None]:
+    """While inside, another process holds the DuckDB file open for writing (as a sidecar does)."""
+    script = textwrap.dedent(f"""
+        import sys, duckdb
+        con = duckdb.connect({str(path)!r})
+        print("held", flush=True)
+        sys.stdin.read()
+    """)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.communicate("")

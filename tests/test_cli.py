@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from collector.store import DuckDBStore
-from tests.factories import T0, make_call
+from tests.factories import T0, held_by_another_process, make_call
 
 ERRSCOPE = [sys.executable, "-m", "collector.cli"]
 
@@ -171,27 +170,8 @@ def test_query_list() -> None:
 
 def test_query_on_file_held_by_sidecar(db: Path) -> None:
     """A database held by another process gives one line saying to read through the query API."""
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(f"""
-            import sys, duckdb
-            con = duckdb.connect({str(db)!r})
-            print("held", flush=True)
-            sys.stdin.read()
-        """),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "held"
+    with held_by_another_process(db):
         result = run(["query", "error_rates", "--db", str(db)])
-    finally:
-        holder.communicate("")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1

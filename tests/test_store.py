@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +12,7 @@ import pytest
 from collector.errors import RecordError, RecordErrorKind, StoreError, StoreErrorKind
 from collector.record import Deploy, RedactionCount, TracebackSample
 from collector.store import SCHEMA_VERSION, DuckDBStore, migrations
-from tests.factories import T0, make_call
+from tests.factories import T0, held_by_another_process, make_call
 
 
 def test_append_stores_every_column(memory_store: DuckDBStore) -> None:
@@ -203,32 +200,13 @@ def test_file_held_by_another_process_is_locked(tmp_path: Path) -> None:
     """A file held by another process gives a LOCKED error that says how to read instead."""
     path = tmp_path / "held.duckdb"
     DuckDBStore(path).close()
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(f"""
-            import sys, duckdb
-            con = duckdb.connect({str(path)!r})
-            print("held", flush=True)
-            sys.stdin.read()
-        """),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "held"
+    with held_by_another_process(path):
         for read_only in (False, True):
             with pytest.raises(StoreError) as caught:
                 DuckDBStore(path, read_only=read_only)
             assert caught.value.kind is StoreErrorKind.LOCKED
             assert caught.value.hint is not None
             assert "query API" in caught.value.hint
-    finally:
-        holder.communicate("")
 
 
 def test_received_at_is_kept_apart_from_ts(memory_store: DuckDBStore) -> None:
