@@ -74,6 +74,7 @@ _LABEL_KEYS: Final = frozenset(
 )
 _NAME_KEY: Final = "\x00name"  # the span name rides along in the allowlist's one scan
 _MAX_ORIGINS: Final = 4096
+_EXPOSURE_SCAN_CHARS: Final = 4096
 
 
 class NonToolPolicy(StrEnum):
@@ -252,16 +253,18 @@ class Pipeline:
         """Count the secrets in what a tool span loses (arguments, results, messages).
 
         Nothing of it is kept, but the counts per rule are what the exposure page shows: which
-        tool leaks which kind of secret into its spans.
+        tool leaks which kind of secret into its spans.  The count is a statistic, so its cost
+        is bounded: each value is read up to `_EXPOSURE_SCAN_CHARS`, and stack traces are left
+        out (they repeat the exception message, which is read).
         """
-        texts: list[str] = [view.status.message]
+        texts: list[str] = [view.status.message[:_EXPOSURE_SCAN_CHARS]]
         for key, value in view.attributes.items():
             if key not in sc.FORWARD_ALLOWLIST:
-                texts.extend(_strings(value))
+                texts.extend(t[:_EXPOSURE_SCAN_CHARS] for t in _strings(value))
         for event in view.events:
             for key, value in event.attributes.items():
-                if key != sc.EXCEPTION_TYPE:
-                    texts.extend(_strings(value))
+                if key not in (sc.EXCEPTION_TYPE, sc.EXCEPTION_STACKTRACE):
+                    texts.extend(t[:_EXPOSURE_SCAN_CHARS] for t in _strings(value))
         joined = "\n\n".join(t for t in texts if t)
         if joined:
             counts.add(self.scrubber.scrub_secrets(joined).counts)
@@ -302,6 +305,11 @@ class Pipeline:
             text = view.status.message  # LangChain puts repr(exc) + the traceback here
         if not text:
             return None
+        # Redacting a trace costs far more than the rest of the span: do it only for the
+        # traces the sampler may keep (a budget per service, tool and exception type).
+        cheap_type = self._exception_type_hint(view)
+        if not self.sampler.admit(record.service, record.tool, cheap_type, view.start_ns / 1e9):
+            return None
         redacted = redact_traceback(text, self.scrubber)
         if redacted is None:
             return None
@@ -325,6 +333,14 @@ class Pipeline:
             fingerprint=redacted.fingerprint[:64],
             text=redacted.text,
         )
+
+    @staticmethod
+    def _exception_type_hint(view: SpanView) -> str:
+        for event in reversed(view.events):
+            value = event.attributes.get(sc.EXCEPTION_TYPE)
+            if event.name == sc.EXCEPTION_EVENT and isinstance(value, str):
+                return value[:256]
+        return ""
 
     def _forward_tool(
         self, view: SpanView, record: ToolCall, outcome: Outcome, counts: _Counts, clean: bool
