@@ -3,7 +3,8 @@
 Simulates per-minute counts (the shape `deploy_minute_counts` returns) around deploys in
 three traffic tiers (2, 20, 200 calls per minute per tool, 8 tools per service): a daily
 cycle, traffic-only bursts (negatives), gamma-mixed per-minute error counts with slow
-drift, loop storms (one trace retrying a dozen times; negatives), healthy deploys, and
+drift, loop storms (one trace retrying a dozen times, reported as `loop_units` the way
+`deploy_minute_counts` does; negatives), healthy deploys, and
 broken ones that multiply invalid_args on 1-3 tools by 1.5, 2, 3 or 10 or add a new field
 signature; half have a 10-minute overlap phase, half cut over at once.  An A/A run
 (no bursts, storms or injections) calibrates false alarms.  not_found spikes (broad and
@@ -12,7 +13,8 @@ narrow, 1.5-10x, 5-120 min) run on 8 days of 5-minute buckets.
 Each deploy is evaluated every minute for 60 minutes with `queries.detect.evaluate_deploy`
 (the function `errscope check` runs), beside a naive rule (post rate > 2x pre rate) and a
 Kayenta-style Mann-Whitney test on per-minute rates (one-sided p < 0.01, mean ratio >= 1.5,
-judged every 5 minutes).  Run: `python bench/detection.py [--deploys N] [--seed S]`.
+judged every 5 minutes).
+Run: `python bench/detection.py [--deploys N] [--seed S] [--tiers 2,20,200]`.
 """
 
 from __future__ import annotations
@@ -96,14 +98,16 @@ def simulate(  # noqa: PLR0915 - one scenario reads best top to bottom
                 rate[list(broken)] *= size
             units[v, :, ci] = rng.binomial(calls[v].astype(int), np.clip(rate, 0, 1))
     errors = units.copy()
+    loops = np.zeros_like(units)
     if not aa and rng.random() < 0.3:  # a loop storm: one trace, a dozen retries per minute
         tool = int(rng.integers(0, TOOLS))
         s0 = int(rng.integers(BASELINE, minutes - 10))
         for m in range(s0, s0 + 10):
             units[1, tool, 0, m] += 1
+            loops[1, tool, 0, m] += 1  # what `deploy_minute_counts` reports as loop_units
             errors[1, tool, 0, m] += 12
     field_keys: list[tuple[int, int, str | None]] = [(i, 0, "f0") for i in range(TOOLS)]
-    field_units = [units[:, i, 0, :] for i in range(TOOLS)]
+    field_units = [units[:, i, 0, :] - loops[:, i, 0, :] for i in range(TOOLS)]
     signatures: list[detect.SignatureTest] = []
     new_rows = [
         {
@@ -139,6 +143,7 @@ def simulate(  # noqa: PLR0915 - one scenario reads best top to bottom
         errors=errors,
         field_keys=tuple(field_keys),
         field_units=np.stack(field_units, axis=1),
+        loop_units=loops,
     )
     case = Case(kind, size, broken, overlap, counts, signatures)
     case.signatures = []  # filled per evaluation minute (exposure grows)
@@ -292,7 +297,9 @@ def _matched_line(
     )
 
 
-def deploy_bench(rng: np.random.Generator, per_tier: int) -> tuple[list[str], list[str]]:
+def deploy_bench(
+    rng: np.random.Generator, per_tier: int, tiers: tuple[int, ...] = TIERS
+) -> tuple[list[str], list[str]]:
     """Run every tier; return the report lines and the matched-false-alarm lines."""
     lines = []
     matched = [
@@ -306,7 +313,7 @@ def deploy_bench(rng: np.random.Generator, per_tier: int) -> tuple[list[str], li
         + f" {'tool':>5} {'field':>6}"
     )
     lines.append(header)
-    for tier in TIERS:
+    for tier in tiers:
         plan = (
             [("healthy", 1.0, False)] * per_tier
             + [("aa", 1.0, True)] * (per_tier // 2)
@@ -475,6 +482,9 @@ def main() -> None:
     parser.add_argument("--deploys", type=int, default=200, help="healthy deploys per tier")
     parser.add_argument("--spike-days", type=int, default=16, help="service-days per tier")
     parser.add_argument("--seed", type=int, default=20261130)
+    parser.add_argument(
+        "--tiers", default="2,20,200", help="calls per minute per tool, comma-separated"
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
@@ -486,7 +496,8 @@ def main() -> None:
         "FA/100 = deploys with any alarm within 60 min per 100 healthy deploys; "
         "recall = detected within 60 min; med/p90 = minutes to detect (broken deploys)"
     )
-    lines, matched = deploy_bench(rng, args.deploys)
+    tiers = tuple(int(t) for t in args.tiers.split(","))
+    lines, matched = deploy_bench(rng, args.deploys, tiers)
     for line in lines:
         print(line)
     print(

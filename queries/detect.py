@@ -109,18 +109,22 @@ class DetectConfig:
     # points (5 and 15 minutes, then 10) spend most of the error rate.
     looks_s: tuple[int, ...] = (*range(60, 901, 60), 1200, 1800, 2700, 3600)
     look_weights: tuple[float, ...] = (
-        *(0.02,) * 4,
-        0.25,
-        *(0.015,) * 4,
-        0.1,
-        *(0.015,) * 4,
-        0.25,
+        *(0.01,) * 4,
+        0.35,
+        *(0.005,) * 4,
+        0.06,
+        *(0.005,) * 4,
+        0.35,
+        0.04,
         0.05,
-        0.07,
-        0.05,
+        0.04,
         0.03,
     )
+    # Share of the error rate the overlap phase's SPRT spends when a deploy has one; the
+    # baseline looks spend the rest (weighted Bonferroni over the two families).
+    overlap_seq_share: float = 0.2
     horizon_s: int = 7200
+    storm_min_loops: int = 3
     healthy_after_s: int = 900
     cutover_share: float = 0.95
     max_dispersion: float = 4.0
@@ -308,7 +312,10 @@ class DeployCounts:
     minute.  `calls[v, t, m]` are the calls of tool t by version v (0 old, 1 new);
     `units[v, t, c, m]` distinct traces first failing with code c that minute and
     `errors[v, t, c, m]` the calls with code c.  `field_units[v, f, m]` splits units by
-    `field_keys[f] = (tool index, code index, field)`.
+    `field_keys[f] = (tool index, code index, field)`.  `loop_units[v, t, c, m]` (same shape
+    as `units`, None for none) are the units that looped: traces failing more than twice on
+    one tool, code and field.  They are loop misuse, not deploy evidence: the tests count
+    `units - loop_units`, and `field_units` should leave them out already.
     """
 
     deploy: DeployInfo
@@ -320,6 +327,14 @@ class DeployCounts:
     errors: Array
     field_keys: tuple[tuple[int, int, str | None], ...]
     field_units: Array
+    loop_units: Array | None = None
+
+    @property
+    def evidence(self) -> Array:
+        """The failing traces the tests count: `units` without the looping ones."""
+        if self.loop_units is None:
+            return self.units
+        return np.asarray(np.maximum(0.0, self.units - self.loop_units), dtype=np.float64)
 
     @property
     def minutes(self) -> int:
@@ -350,6 +365,7 @@ class TestResult:
     excess_share: float | None
     phase: str
     storm: bool
+    loops_new: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,6 +417,7 @@ def counts_from_table(
     code_ix = {c: i for i, c in enumerate(codes)}
     calls = np.zeros((2, len(tools), n_min))
     units = np.zeros((2, len(tools), len(codes), n_min))
+    loops = np.zeros_like(units)
     errors = np.zeros_like(units)
     field_ix: dict[tuple[int, int, str | None], int] = {}
     field_rows: list[tuple[int, int, int, float]] = []
@@ -418,11 +435,13 @@ def counts_from_table(
         c = code_ix.get(str(r["code"]))
         if c is None:
             continue
+        looped = float(r.get("loop_units") or 0)
         units[v, t, c, m] += float(r["units"])
+        loops[v, t, c, m] += looped
         errors[v, t, c, m] += float(r["n"])
         key = (t, c, r["field"])
         f = field_ix.setdefault(key, len(field_ix))
-        field_rows.append((v, f, m, float(r["units"])))
+        field_rows.append((v, f, m, float(r["units"]) - looped))
     field_units = np.zeros((2, len(field_ix), n_min))
     for v, f, m, u in field_rows:
         field_units[v, f, m] += u
@@ -436,6 +455,7 @@ def counts_from_table(
         errors=errors,
         field_keys=tuple(field_ix),
         field_units=field_units,
+        loop_units=loops,
     )
 
 
@@ -454,6 +474,7 @@ def _gated(counts: DeployCounts, codes: Sequence[str]) -> DeployCounts:
         counts,
         codes=tuple(counts.codes[i] for i in keep),
         units=counts.units[:, :, keep],
+        loop_units=None if counts.loop_units is None else counts.loop_units[:, :, keep],
         errors=counts.errors[:, :, keep],
         field_keys=tuple(
             (t, remap[c], name) for t, c, name in (counts.field_keys[f] for f in fields)
@@ -620,6 +641,17 @@ def _sums(
     )
 
 
+def _loop_sums(counts: DeployCounts, *, lo: int, base_end: int, elapsed: int) -> Array:
+    """(old, new) looping traces per (tool row and pool, code): baseline and new window."""
+    if counts.loop_units is None:
+        zeros = np.zeros((len(counts.tools) + 1, len(counts.codes)))
+        return np.stack([zeros, zeros])
+    loops = _with_pool(counts.loop_units)
+    return np.stack(
+        [loops[0, :, :, :base_end].sum(axis=-1), loops[1, :, :, lo : lo + elapsed].sum(axis=-1)]
+    )
+
+
 def _ratio(x1: Array, n1: Array, x0: Array, n0: Array) -> Array:
     with np.errstate(invalid="ignore", divide="ignore"):
         rate1 = x1 / np.where(n1 > 0, n1, 1.0)
@@ -643,9 +675,12 @@ def evaluate_deploy(
       conditional binomial test at every look of `looks_s` (each minute early on), each
       spending `look_weights` of the error rate, with each side's counts deflated by its
       NB2 variance inflation (alpha estimated on the baseline's tool-minutes).
-    The two p-values are combined by Bonferroni; Benjamini-Hochberg runs over every test
-    and new signature of the deploy.  A finding needs q <= `q`, at least `min_errors`
-    failing traces, ratio >= `min_ratio` and a sufficient baseline.
+    The two p-values are combined by weighted Bonferroni (`overlap_seq_share` to the SPRT,
+    the rest to the looks); Benjamini-Hochberg runs over every test and new signature of
+    the deploy.  Looping traces (`DeployCounts.loop_units`) are not counted as evidence;
+    a tool whose looping traces double is a `storm` note instead.  A finding needs
+    q <= `q`, at least `min_errors` failing traces, ratio >= `min_ratio` and a sufficient
+    baseline.
     """
     counts = _gated(counts, config.codes)
     elapsed = max(0, min(elapsed_min, counts.minutes + counts.start_min))
@@ -654,7 +689,7 @@ def evaluate_deploy(
     base_end = lo + cut
     calls, units, errors = (
         _with_pool(counts.calls),
-        _with_pool(counts.units),
+        _with_pool(counts.evidence),
         _with_pool(counts.errors),
     )
     tools = (*counts.tools, AGGREGATE_TOOL)
@@ -666,7 +701,14 @@ def evaluate_deploy(
     has_overlap = cut > 0
     if has_overlap:
         p_seq = _sequential_tests(calls, units, lo=lo, cut=cut, elapsed=elapsed, config=config)
-        p_raw = np.minimum(1.0, 2.0 * np.minimum(p_seq, p_look))
+        share = config.overlap_seq_share
+        p_raw = np.minimum(
+            1.0,
+            np.minimum(
+                p_seq / share if share > 0 else 1.0,
+                p_look / (1.0 - share) if share < 1 else 1.0,
+            ),
+        )
     else:
         p_raw = p_look
     s = _sums(calls, units, errors, lo=lo, base_end=base_end, elapsed=elapsed)
@@ -699,11 +741,16 @@ def evaluate_deploy(
         & (s.units_new >= config.min_errors)
         & (ratio >= config.min_ratio)
     )
-    # A storm: raw errors well above the failing traces, while the traces show no effect.
-    storm = (
-        ~is_finding
-        & (raw_ratio >= max(config.min_ratio, 2.0))
-        & (s.errors_new >= 3 * np.maximum(s.units_new, 1))
+    # A storm: raw errors well above the failing traces, while the traces show no effect;
+    # or looping traces (set apart from the evidence) at twice the previous version's rate.
+    loops = _loop_sums(counts, lo=lo, base_end=base_end, elapsed=elapsed)
+    loop_ratio = _ratio(loops[1], s.calls_new, loops[0], s.calls_old)
+    storm = ~is_finding & (
+        (
+            (raw_ratio >= max(config.min_ratio, 2.0))
+            & (s.errors_new >= 3 * np.maximum(s.units_new, 1))
+        )
+        | ((loops[1] >= config.storm_min_loops) & (loop_ratio >= 2.0))
     )
     excess = np.maximum(0.0, s.units_new - expected)
     total_excess = excess[:-1].sum(axis=0)
@@ -746,6 +793,7 @@ def evaluate_deploy(
                 ),
                 phase=phase,
                 storm=bool(storm[t, c]),
+                loops_new=float(loops[1][t, c]),
             )
         )
     sig_results = tuple(
@@ -1070,12 +1118,13 @@ def _deploy_findings(
                     errors_before=int(t.errors_old),
                     calls_after=int(t.calls_new),
                     errors_after=int(t.errors_new),
-                    traces_after=int(t.units_new),
+                    traces_after=int(t.units_new + t.loops_new),
                     label=("storm",),
                     correlation_ids=_ids_for(ids, t.tool, t.code, None, config.first_ids),
                     summary=(
-                        f"{int(t.errors_new)} {t.code} errors from only {int(t.units_new)} "
-                        f"traces on {t.tool}: retry loops, not a regression of the deploy"
+                        f"{int(t.errors_new)} {t.code} errors from only "
+                        f"{int(t.units_new + t.loops_new)} traces ({int(t.loops_new)} looping) "
+                        f"on {t.tool}: retry loops, not a regression of the deploy"
                     ),
                     service=deploy.service,
                     version=deploy.version,

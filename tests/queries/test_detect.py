@@ -182,6 +182,56 @@ def test_minute_looks_false_alarms_under_repeated_looks(calls_per_min: float, ra
     assert float((p <= alpha).mean()) <= alpha
 
 
+def _overlap_null_deploy(rng: np.random.Generator, *, calls_per_min: float) -> detect.DeployCounts:
+    """A null deploy whose first 10 minutes split calls 50/50, a common gamma(5) per minute."""
+    before, after, overlap, tools = 120, 60, 10, 2
+    minutes = before + after
+    calls = rng.poisson(np.full((tools, minutes), calls_per_min)).astype(float)
+    share = np.zeros(minutes)
+    share[before:] = 1.0
+    share[before : before + overlap] = 0.5
+    new = rng.binomial(calls.astype(int), share).astype(float)
+    by_version = np.stack([calls - new, new])
+    # The world's noise is shared by both versions: one multiplier per tool-minute.
+    rate = 0.02 * rng.gamma(5.0, 0.2, size=(tools, minutes))
+    rate[:, before:] *= detect.DEFAULT_CONFIG.theta0  # the null's boundary
+    u = rng.binomial(by_version.astype(int), np.clip(rate, 0, 1)).astype(float)[:, :, None]
+    return detect.DeployCounts(
+        deploy=detect.DeployInfo("s", "2", None, DEPLOY_TS, "1"),
+        tools=tuple(f"t{i}" for i in range(tools)),
+        codes=("invalid_args",),
+        start_min=-before,
+        calls=by_version,
+        units=u,
+        errors=u.copy(),
+        field_keys=(),
+        field_units=np.zeros((2, 0, minutes)),
+    )
+
+
+@pytest.mark.parametrize(
+    "calls_per_min", [pytest.param(200.0, id="200"), pytest.param(20.0, id="20")]
+)
+def test_overlap_combination_false_alarms_under_repeated_looks(calls_per_min: float) -> None:
+    """The overlap SPRT and the baseline looks, combined, alarm on null data under alpha."""
+    rng = np.random.default_rng(20261201)
+    runs, alpha = 600, 0.05
+    p = np.array(
+        [
+            [
+                t.p_value
+                for t in detect.evaluate_deploy(
+                    _overlap_null_deploy(rng, calls_per_min=calls_per_min), 60
+                ).tests
+            ]
+            for _ in range(runs)
+        ]
+    )
+    # Both families' p-values are running minima over every minute, so the combined p at
+    # 60 min is the smallest ever reported: P(p <= alpha) is the false-alarm rate.
+    assert float((p <= alpha).mean()) <= alpha
+
+
 def test_minute_looks_catch_a_tenfold_jump_in_two_minutes() -> None:
     """A tenfold jump on one tool at 200 calls per minute is a regression within 2 minutes."""
     rng = np.random.default_rng(5)
@@ -271,11 +321,38 @@ def test_as_of_before_the_deploy_sees_nothing(store: DuckDBStore) -> None:
     assert report.deploy is None
 
 
-def test_loop_storm_is_loop_misuse_not_a_regression(store: DuckDBStore) -> None:
+@pytest.mark.parametrize(
+    "calls_per_min",
+    [
+        pytest.param(60, id="60-calls-per-min"),
+        # 0.3 failing traces a minute per tool: the storm's one looping trace a minute
+        # would be a 4x excess if it counted as evidence.
+        pytest.param(10, id="10-calls-per-min"),
+    ],
+)
+def test_loop_storm_is_loop_misuse_not_a_regression(store: DuckDBStore, calls_per_min: int) -> None:
     """A trace per minute retrying a field a dozen times is a storm note, not a regression."""
-    report = _check(store, Scenario(storm_tool="list_jobs", storm_size=12), 20)
-    assert report.verdict is Verdict.HEALTHY
+    scenario = Scenario(storm_tool="list_jobs", storm_size=12, calls_per_min=calls_per_min)
+    report = _check(store, scenario, 20)
+    assert report.verdict is not Verdict.REGRESSION
+    assert report.findings == ()
     assert [n.kind for n in report.notes] == [FindingKind.LOOP_MISUSE]
+    assert report.notes[0].tool == "list_jobs"
+
+
+def test_looping_traces_are_not_deploy_evidence() -> None:
+    """Failing traces marked as looping are left out of the tests, whatever their number."""
+    counts = _counts(np.array([3.0, 3.0]), 2)
+    units = counts.units.copy()
+    units[1, 0, 0, 60:] += 6  # six more failing traces a minute on t0 ...
+    loops = np.zeros_like(units)
+    loops[1, 0, 0, 60:] = 6  # ... every one of them a loop
+    stormy = replace(counts, units=units, errors=units * 12)
+    assert detect.evaluate_deploy(stormy, 15).verdict is Verdict.REGRESSION
+    looped = detect.evaluate_deploy(replace(stormy, loop_units=loops), 15)
+    assert looped.verdict is Verdict.HEALTHY
+    t0 = next(t for t in looped.tests if t.tool == "t0")
+    assert (t0.storm, t0.loops_new, t0.units_new) == (True, 90.0, 45.0)
 
 
 def test_new_field_signature_is_found(store: DuckDBStore) -> None:

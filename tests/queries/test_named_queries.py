@@ -110,6 +110,40 @@ def test_deploy_minute_counts_counts_a_trace_once(store: DuckDBStore, source: St
     assert bad == [(T, 2, 1, 3), (T + timedelta(minutes=1), 1, 0, 1)]
 
 
+@pytest.mark.parametrize(
+    ("failures", "loop_units"),
+    [
+        pytest.param(2, 0, id="two-failures-is-not-a-loop"),
+        pytest.param(3, 1, id="three-failures-is-a-loop"),
+    ],
+)
+def test_deploy_minute_counts_marks_looping_traces(
+    store: DuckDBStore, source: StoreSource, failures: int, loop_units: int
+) -> None:
+    """deploy_minute_counts counts a trace failing more than twice on one field as a loop."""
+    store.append_tool_calls(
+        [
+            call(
+                T + timedelta(seconds=20 * i),
+                version="2",
+                code="invalid_args",
+                field="x",
+                trace_id="c" * 32,
+            )
+            for i in range(failures)
+        ]
+    )
+    rows = _rows(
+        source,
+        "deploy_minute_counts",
+        service="billing-agent",
+        new_version="2",
+        since=T - timedelta(hours=1),
+        until=T + timedelta(hours=1),
+    )
+    assert [(r["units"], r["loop_units"]) for r in rows] == [(1, loop_units)]
+
+
 def test_signature_exposure_excludes_a_version(store: DuckDBStore, source: StoreSource) -> None:
     """signature_exposure can describe every version but the new one."""
     store.append_tool_calls(
