@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -72,8 +72,10 @@ log = logging.getLogger("errscope.serve")
 RETRY_AFTER_S: Final = 1
 DEFAULT_MAX_INFLIGHT_BYTES: Final = 64 * 1024 * 1024
 GRPC_WORKERS: Final = 8  # concurrent gRPC exports; admission bounds their bytes
+PROCESSING_SLOTS: Final = 2  # requests decoded and processed at once (see Sidecar.ingest)
 _GRPC_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
 _PROTOBUF: Final = "application/x-protobuf"
+_DRAIN_CHUNK_BYTES: Final = 64 * 1024
 _JSON: Final = "application/json"
 _LOG_FIELDS: Final = (
     "code",
@@ -237,6 +239,7 @@ class Sidecar:
         )
         self._inflight = 0
         self._inflight_lock = threading.Lock()
+        self._processing = threading.BoundedSemaphore(PROCESSING_SLOTS)
         self._http: list[ThreadingHTTPServer] = []
         self._grpc: grpc.Server | None = None
         self._threads: list[threading.Thread] = []
@@ -256,16 +259,24 @@ class Sidecar:
         with self._inflight_lock:
             self._inflight -= size
 
-    def ingest(self, decoded: Decoded) -> IngestResult:
-        """Process and store one decoded export request; wait for the commit."""
-        received_at = datetime.now(UTC)
-        batch = StoreBatch()
-        forward: list[SpanView] = []
-        for view in decoded.spans:
-            processed = self.pipeline.process(view, received_at=received_at)
-            batch.add(processed)
-            if processed.forward is not None:
-                forward.append(processed.forward)
+    def ingest(self, decode: Callable[[], Decoded]) -> IngestResult:
+        """Decode and process one export request, then wait for its commit.
+
+        Decoding and the pipeline run in one of `PROCESSING_SLOTS`: they hold the GIL, so
+        more requests at once would not go faster, only hold more decoded spans in memory.
+        The wait for the commit holds no slot, so commits still group many requests.
+        `decode` may raise OtlpDecodeError or BodyTooLargeError; they pass through.
+        """
+        with self._processing:
+            decoded = decode()
+            received_at = datetime.now(UTC)
+            batch = StoreBatch()
+            forward: list[SpanView] = []
+            for view in decoded.spans:
+                processed = self.pipeline.process(view, received_at=received_at)
+                batch.add(processed)
+                if processed.forward is not None:
+                    forward.append(processed.forward)
         rejected = decoded.rejected + batch.rejected
         with self.metrics.lock:
             self.metrics.received += len(decoded.spans) + decoded.rejected
@@ -432,12 +443,11 @@ class _TraceService:
             context.abort(grpc.StatusCode.UNAVAILABLE, "overloaded, retry shortly")
         try:
             try:
-                decoded = decode_protobuf(body)
+                result = self.sidecar.ingest(lambda: decode_protobuf(body))
             except OtlpDecodeError:
                 context.abort(
                     grpc.StatusCode.INVALID_ARGUMENT, "not a readable OTLP export request"
                 )
-            result = self.sidecar.ingest(decoded)
         finally:
             self.sidecar._release(size)
         if not result.accepted:
@@ -504,6 +514,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(HTTPStatus.UNAUTHORIZED, "unauthorized", "missing or wrong bearer token")
         return False
 
+    def _drain(self, length: int | None = None) -> None:
+        """Read and drop a body we will not use, in small chunks (a refused request must not
+        cost its size in memory); a body we cannot measure or will not read closes the
+        connection instead."""
+        if length is None:
+            text = self.headers.get("Content-Length") or "0"
+            length = int(text) if text.isdigit() else -1
+        if not 0 <= length <= self.server.sidecar.config.max_body_bytes:
+            self.close_connection = True
+            return
+        while length > 0:
+            chunk = self.rfile.read(min(length, _DRAIN_CHUNK_BYTES))
+            if not chunk:
+                self.close_connection = True
+                return
+            length -= len(chunk)
+
 
 class _OtlpHandler(_Handler):
     def do_POST(self) -> None:
@@ -545,11 +572,14 @@ class _OtlpHandler(_Handler):
     def _export(self, length: int, content_type: str) -> None:
         sidecar = self.server.sidecar
         raw = self.rfile.read(length)
+        encoding = self.headers.get("Content-Encoding") or ""
+
+        def decode() -> Decoded:
+            body = read_body(raw, encoding, sidecar.config.max_body_bytes)
+            return decode_json(body) if content_type == _JSON else decode_protobuf(body)
+
         try:
-            body = read_body(
-                raw, self.headers.get("Content-Encoding") or "", sidecar.config.max_body_bytes
-            )
-            decoded = decode_json(body) if content_type == _JSON else decode_protobuf(body)
+            result = sidecar.ingest(decode)
         except BodyTooLargeError:
             self._error(
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
@@ -560,7 +590,6 @@ class _OtlpHandler(_Handler):
         except OtlpDecodeError:
             self._error(HTTPStatus.BAD_REQUEST, "bad_request", "not a readable OTLP export request")
             return
-        result = sidecar.ingest(decoded)
         if not result.accepted:
             self._error(HTTPStatus.SERVICE_UNAVAILABLE, result.reason, "not stored, retry shortly")
             return
@@ -569,13 +598,6 @@ class _OtlpHandler(_Handler):
         self._send(
             HTTPStatus.OK, encode_response(result.rejected, message, as_json=as_json), content_type
         )
-
-    def _drain(self, length: int | None = None) -> None:
-        size = length if length is not None else int(self.headers.get("Content-Length") or 0)
-        if 0 < size <= self.server.sidecar.config.max_body_bytes:
-            self.rfile.read(size)
-        elif size:
-            self.close_connection = True
 
 
 class _ApiHandler(_Handler):
@@ -643,11 +665,17 @@ class _ApiHandler(_Handler):
     def do_POST(self) -> None:
         """POST /v1/deploys: mark a deploy (service, version, environment, optional ts)."""
         if urlsplit(self.path).path != "/v1/deploys":
+            self._drain()
             self._error(HTTPStatus.NOT_FOUND, "not_found", "unknown path")
             return
         if not self._authorised():
             return
-        length = int(self.headers.get("Content-Length") or 0)
+        length_text = self.headers.get("Content-Length") or "0"
+        if not length_text.isdigit():
+            self.close_connection = True
+            self._error(HTTPStatus.LENGTH_REQUIRED, "length_required", "Content-Length is required")
+            return
+        length = int(length_text)
         if length > 64 * 1024:
             self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_large", "deploy marks are small")
             return
