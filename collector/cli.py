@@ -16,21 +16,18 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from functools import wraps
 from pathlib import Path
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
 import click
 import orjson
-import pyarrow as pa
-from rich.console import Console
-from rich.table import Table
 
 from collector import __version__
 from collector.catalog import Catalog, load_catalog
 from collector.errors import ErrscopeError, QueryError, QueryErrorKind
-from collector.store import DuckDBStore
 from collector.units import parse_duration
-from queries.runner import default_queries, get_query
-from queries.source import ApiSource, FileSource
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["main"]
 
@@ -66,7 +63,31 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose stage commands are imported only when invoked (or listed for --help).
+
+    `errscope serve` should not pay for scipy, Streamlit or rich tables it never uses: that
+    is both start-up time and ~70 MB of resident memory in a long-running sidecar.
+    """
+
+    lazy: dict[str, str]
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command, eager and lazy, sorted."""
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """Import a lazy command's module on first use."""
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            from importlib import import_module  # noqa: PLC0415
+
+            module_name, attr = self.lazy[cmd_name].split(":")
+            command = getattr(import_module(module_name), attr)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="errscope")
 def main() -> None:
     """errscope: tool-call error codes in, secrets and tracebacks out."""
@@ -111,6 +132,9 @@ def catalog(check_files: Sequence[Path], fmt: str) -> None:
     if fmt == "json":
         click.echo(orjson.dumps({"sources": loaded.sources, "codes": rows}).decode())
         return
+    from rich.console import Console  # noqa: PLC0415 - rich only when printing a table
+    from rich.table import Table  # noqa: PLC0415
+
     table = Table(title="errscope error catalog", show_lines=True)
     for column in ("code", "retry", "on cap", "maps from", "hint"):
         table.add_column(column, overflow="fold")
@@ -156,6 +180,9 @@ def _json_default(value: object) -> object:
 
 
 def render_table(table: pa.Table, fmt: str, *, title: str | None = None) -> str | None:
+    from rich.console import Console  # noqa: PLC0415 - rich only when printing a table
+    from rich.table import Table  # noqa: PLC0415
+
     """Render an Arrow table as csv or json text; for `table`, print it and return None."""
     rows = table.to_pylist()
     if fmt == "json":
@@ -183,6 +210,8 @@ def render_table(table: pa.Table, fmt: str, *, title: str | None = None) -> str 
 
 def open_source(db: Path | None, api: str | None, token: str | None) -> Any:
     """The query source chosen by --db or --api (exactly one)."""
+    from queries.source import ApiSource, FileSource  # noqa: PLC0415 - the read side, on demand
+
     if (db is None) == (api is None):
         raise click.UsageError("give exactly one of --db PATH or --api URL")
     if db is not None:
@@ -210,6 +239,8 @@ def query(
     list_only: bool,
 ) -> None:
     """Run a named query (see --list); no SQL text is ever accepted."""
+    from queries.runner import default_queries, get_query  # noqa: PLC0415
+
     if list_only or name is None:
         for query_ in default_queries().values():
             args = " ".join(
@@ -234,6 +265,8 @@ def query(
 @handle_errors
 def prune(db: Path, older_than: str) -> None:
     """Delete rows older than a duration (retention)."""
+    from collector.store import DuckDBStore  # noqa: PLC0415
+
     try:
         age = parse_duration(older_than)
     except ValueError as exc:
@@ -246,23 +279,17 @@ def prune(db: Path, older_than: str) -> None:
     click.echo(f"pruned rows older than {report.cutoff.isoformat()}: {parts}")
 
 
-def _register_commands() -> None:
-    """Commands that live beside their stage's module."""
-    from collector.dashboard_cli import dashboard  # noqa: PLC0415 - they import this module
-    from collector.demo.cli import demo  # noqa: PLC0415
-    from collector.demo.run_cli import run  # noqa: PLC0415
-    from collector.gate_cli import check, findings  # noqa: PLC0415
-    from collector.lake_cli import migrate  # noqa: PLC0415
-    from collector.scrub.cli import scrub  # noqa: PLC0415
-    from collector.serve_cli import deploy, serve  # noqa: PLC0415
-
-    for command in (run, serve, demo, dashboard, deploy, check, findings, query, scrub, migrate):
-        if command.name in main.commands:
-            continue
-        main.add_command(command)
-
-
-_register_commands()
+main.lazy = {
+    "run": "collector.demo.run_cli:run",
+    "serve": "collector.serve_cli:serve",
+    "demo": "collector.demo.cli:demo",
+    "dashboard": "collector.dashboard_cli:dashboard",
+    "deploy": "collector.serve_cli:deploy",
+    "check": "collector.gate_cli:check",
+    "findings": "collector.gate_cli:findings",
+    "scrub": "collector.scrub.cli:scrub",
+    "migrate": "collector.lake_cli:migrate",
+}
 
 if __name__ == "__main__":
     main()

@@ -147,6 +147,7 @@ class Pipeline:
         non_tool: NonToolPolicy = NonToolPolicy.SCRUB,
         sampler: TracebackSampler | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        forward: bool = True,
     ) -> None:
         self.catalog = catalog or default_catalog()
         self.scrubber = scrubber or default_scrubber()
@@ -154,6 +155,7 @@ class Pipeline:
         self.non_tool = non_tool
         self.sampler = sampler or TracebackSampler()
         self.clock = clock
+        self.forward = forward  # False: nothing is passed on, so no span is built or scrubbed
         self.failures = 0
         self._origins: dict[tuple[object, ...], tuple[dict[str, Any], dict[str, int]]] = {}
 
@@ -167,7 +169,7 @@ class Pipeline:
         try:
             tool_span = classify(view, self.matchers)
             if tool_span is None:
-                return self._non_tool(view)
+                return self._non_tool(view) if self.forward else Processed()
             return self._tool(view, tool_span, received_at or self.clock())
         except Exception as exc:  # noqa: BLE001 - fail closed: nothing may escape to the app
             self.failures += 1
@@ -242,7 +244,7 @@ class Pipeline:
         )
         self._count_discarded(view, counts)
         traceback = self._traceback(view, record, outcome, counts)
-        forward = self._forward_tool(view, record, outcome, counts, clean)
+        forward = self._forward_tool(view, record, outcome, counts, clean) if self.forward else None
         record = replace(record, redactions=sum(counts.by_rule.values()))
         record.validate()
         return Processed(

@@ -227,7 +227,8 @@ class Sidecar:
         self.config = config
         self.store = open_store(config.store, data_path=config.data_path)
         self.sink = StoreSink(self.store)
-        self.pipeline = Pipeline(non_tool=config.non_tool)
+        # Without a forwarder no passed-on span is needed: skip building and scrubbing it.
+        self.pipeline = Pipeline(non_tool=config.non_tool, forward=config.forward is not None)
         self.metrics = Metrics()
         self.forwarder = Forwarder(make_exporter(config.forward)) if config.forward else None
         self.writer = Writer(
@@ -483,6 +484,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "errscope"
     sys_version = ""
+    # An idle keep-alive connection is closed after this long.  Without it a client that
+    # holds its connection open (every OTLP exporter does) would block shutdown forever.
+    timeout = 5
 
     def log_message(self, format: str, *args: Any) -> None:
         """Access logs are off: paths may carry query values."""

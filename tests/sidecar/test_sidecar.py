@@ -365,3 +365,27 @@ def test_sigterm_drains_and_exits_zero(tmp_path: Path) -> None:
     con = duckdb.connect(str(store), read_only=True)
     assert con.execute("SELECT count(*) FROM tool_calls").fetchone() == (4,)
     con.close()
+
+
+def test_sigterm_with_an_idle_keep_alive_client(tmp_path: Path) -> None:
+    """A client holding its keep-alive connection open does not keep the sidecar from stopping."""
+    import time
+
+    with sidecar(tmp_path / "s.duckdb") as served:
+        exporter = http_exporter(served)
+        assert send(exporter, finished_spans(tool_specs("keepalive"), RESOURCE))
+        started = time.monotonic()
+        assert served.terminate() == 0
+        assert time.monotonic() - started < 20
+        exporter.shutdown()
+
+
+def test_no_forwarder_means_nothing_is_built_to_forward(tmp_path: Path) -> None:
+    """Without --forward the sidecar still stores every tool call (the passed-on span is skipped)."""
+    store = tmp_path / "s.duckdb"
+    with sidecar(store) as served:
+        assert send(grpc_exporter(served), finished_spans(tool_specs("nofwd"), RESOURCE))
+        assert served.terminate() == 0
+    con = duckdb.connect(str(store), read_only=True)
+    assert con.execute("SELECT count(*) FROM tool_calls").fetchone() == (4,)
+    con.close()
