@@ -102,7 +102,11 @@ def dashboard_params(source: ConSource) -> dict[str, dict[str, object]]:
     around = {"since": deploy["ts"] - timedelta(hours=1), "until": END}
     return {
         "error_rates": {**day, "service": "svc-07"},
-        "calls_by_correlation": {"id": "corr_1234567"},
+        "calls_by_correlation": {
+            "id": "corr_1234567",
+            "since": END - timedelta(days=30),
+            "until": END,
+        },
         "minute_rollup": {"since": END - timedelta(hours=6), "until": END, "service": "svc-07"},
         "code_mix_by_version": {
             "since": END - timedelta(days=7),
