@@ -94,7 +94,7 @@ from collector.record import (
     tracebacks_to_arrow,
     validate_tool_calls,
 )
-from collector.store import SCHEMA_VERSION, PruneReport, migrations
+from collector.store import SCHEMA_VERSION, PruneReport, check_schema_readable, migrations
 
 __all__ = [
     "DATA_INLINING_ROW_LIMIT",
@@ -609,14 +609,7 @@ class DuckLakeStore:
         )
 
     def _check_version_readable(self) -> None:
-        current = self.schema_version()
-        if current > SCHEMA_VERSION:
-            raise StoreError(
-                StoreErrorKind.SCHEMA_TOO_NEW,
-                f"schema version {current} is newer than this errscope ({SCHEMA_VERSION})",
-                entry=self.url,
-                hint="upgrade errscope",
-            )
+        check_schema_readable(self.schema_version(), self.url)
 
     def migrate(self) -> int:
         """Bring the lake's schema to `SCHEMA_VERSION` under the lake-wide lock; return it."""

@@ -48,7 +48,15 @@ from collector.record import (
     validate_tool_calls,
 )
 
-__all__ = ["SCHEMA_VERSION", "DuckDBStore", "Migration", "PruneReport", "migrations", "open_store"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "DuckDBStore",
+    "Migration",
+    "PruneReport",
+    "check_schema_readable",
+    "migrations",
+    "open_store",
+]
 
 _MIGRATION_RE: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
 _LOCKED_HINT: Final = (
@@ -89,6 +97,17 @@ def migrations() -> tuple[Migration, ...]:
 
 
 SCHEMA_VERSION: Final = len(migrations())
+
+
+def check_schema_readable(current: int, entry: str) -> None:
+    """Refuse a store whose schema is newer than this errscope (never misread it)."""
+    if current > SCHEMA_VERSION:
+        raise StoreError(
+            StoreErrorKind.SCHEMA_TOO_NEW,
+            f"schema version {current} is newer than this errscope ({SCHEMA_VERSION})",
+            entry=entry,
+            hint="upgrade errscope",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,14 +194,7 @@ class DuckDBStore:
         return int(row[0]) if row and row[0] is not None else 0
 
     def _check_version_readable(self) -> None:
-        current = self.schema_version()
-        if current > SCHEMA_VERSION:
-            raise StoreError(
-                StoreErrorKind.SCHEMA_TOO_NEW,
-                f"schema version {current} is newer than this errscope ({SCHEMA_VERSION})",
-                entry=self.path,
-                hint="upgrade errscope",
-            )
+        check_schema_readable(self.schema_version(), self.path)
 
     def migrate(self) -> int:
         """Bring the schema to `SCHEMA_VERSION`, one migration per transaction; return it."""
