@@ -389,3 +389,16 @@ def test_no_forwarder_means_nothing_is_built_to_forward(tmp_path: Path) -> None:
     con = duckdb.connect(str(store), read_only=True)
     assert con.execute("SELECT count(*) FROM tool_calls").fetchone() == (4,)
     con.close()
+
+
+def test_api_source_leaves_unset_filters_out(tmp_path: Path) -> None:
+    """ApiSource sends no value for a None parameter, so "all services" finds every service."""
+    from queries.source import ApiSource
+
+    with sidecar(tmp_path / "s.duckdb") as served:
+        assert send(http_exporter(served), finished_spans(tool_specs("none"), RESOURCE))
+        source = ApiSource(served.url(""))
+        unfiltered = source.run("error_rates", {"since": "1h", "service": None, "tool": None})
+        assert unfiltered.num_rows >= 3
+        assert set(unfiltered.column("service").to_pylist()) == {"billing-agent"}
+        assert source.run("error_rates", {"since": "1h", "service": "nobody"}).num_rows == 0
