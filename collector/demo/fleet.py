@@ -24,6 +24,7 @@ import json
 import math
 import random
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, Literal
@@ -153,14 +154,14 @@ class _Loop:
         return observation
 
 
-class Agent:
+class Agent(ABC):
     """An agent service: `converse(version, conversation_id)` plays one conversation."""
 
     service: str = ""
 
+    @abstractmethod
     def converse(self, version: str, conversation_id: str) -> int:
         """Play one conversation; returns the number of tool calls made."""
-        raise NotImplementedError
 
 
 ProviderFor = Callable[[str], TracerProvider]
