@@ -800,7 +800,7 @@ def run(config: ServeConfig) -> int:
     print(orjson.dumps({"event": "ready", **addresses}).decode(), flush=True)
     log.info("serving", extra={"address": " ".join(f"{k}={v}" for k, v in addresses.items())})
     while not stop.wait(0.5):
-        pass
+        pass  # wake twice a second so the signal handler's flag is seen promptly
     log.info("draining")
     started = time.monotonic()
     sidecar.stop()

@@ -149,7 +149,7 @@ def _wait_http(url: str, child: Child, stop: threading.Event, timeout_s: float) 
                 if response.status == 200:
                     return True
         except (urllib.error.URLError, OSError):
-            pass
+            pass  # not up yet: poll again until the deadline
         stop.wait(0.5)
     return False
 

@@ -364,7 +364,7 @@ class Scrubber:
         try:
             return frozenset(), self._compile(patterns)
         except hyperscan.error:
-            pass
+            pass  # some pattern needs a fallback: compile rule by rule below to find it
         usable = []
         for pattern in patterns:
             try:
