@@ -7,12 +7,17 @@ beside the floor measured in the same run: DuckDB inserting the same rows from o
 Arrow table in one call into the same schema.  Target: batches of 1,000 reach at least
 30% of the floor rate.
 
-    .venv/bin/python bench/store_append.py [--rows 1000000]
+A single run of either swings by a quarter on this shared 2-core machine, so each is
+measured `--repeats` times (default 3), interleaved so that a slow minute hurts both
+alike, and the medians are compared.
+
+    .venv/bin/python bench/store_append.py [--rows 1000000] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -53,7 +58,9 @@ def make_calls(n: int) -> list[ToolCall]:
 
 def measure_batched(calls: list[ToolCall], batch: int, folder: Path) -> float:
     """Rows per second appending `calls` in batches of `batch`, one commit each."""
-    with DuckDBStore(folder / f"batched-{batch}.duckdb") as store:
+    path = folder / f"batched-{batch}.duckdb"
+    path.unlink(missing_ok=True)
+    with DuckDBStore(path) as store:
         start = time.perf_counter()
         for i in range(0, len(calls), batch):
             store.append_tool_calls(calls[i : i + batch])
@@ -65,7 +72,9 @@ def measure_batched(calls: list[ToolCall], batch: int, folder: Path) -> float:
 def measure_floor(calls: list[ToolCall], folder: Path) -> float:
     """Rows per second for DuckDB inserting the same rows from one Arrow table in one call."""
     table = tool_calls_to_arrow(calls)
-    with DuckDBStore(folder / "floor.duckdb") as store:
+    path = folder / "floor.duckdb"
+    path.unlink(missing_ok=True)
+    with DuckDBStore(path) as store:
         con = store.cursor()
         con.register("everything", table)
         start = time.perf_counter()
@@ -79,14 +88,22 @@ def main() -> None:
     """Run the benchmark and print rows/s and ratios to the floor."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     calls = make_calls(args.rows)
+    floors: list[float] = []
+    runs: dict[int, list[float]] = {1_000: [], 10_000: []}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        floor = measure_floor(calls, folder)
-        results = {batch: measure_batched(calls, batch, folder) for batch in (1_000, 10_000)}
+        for _ in range(args.repeats):
+            floors.append(measure_floor(calls, folder))
+            for batch, rates in runs.items():
+                rates.append(measure_batched(calls, batch, folder))
+    floor = statistics.median(floors)
+    results = {batch: statistics.median(rates) for batch, rates in runs.items()}
     print(
-        f"store_append: {args.rows:,} rows, DuckDB file store, primary key on (trace_id, span_id)"
+        f"store_append: {args.rows:,} rows, DuckDB file store, primary key on (trace_id, span_id),"
+        f" median of {args.repeats} interleaved runs"
     )
     print(f"{'method':<42}{'rows/s':>12}{'vs floor':>10}")
     print(f"{'floor: one Arrow INSERT of all rows':<42}{floor:>12,.0f}{1.0:>10.2f}")

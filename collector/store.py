@@ -8,10 +8,16 @@ sidecar's query API instead.
 Promises:
 - the schema is created idempotently and migrated forward one file per version
   (`collector/migrations/NNNN_*.sql`); a database newer than this code is refused;
-- appends are one Arrow `INSERT` per batch, inside one transaction: a batch is stored
-  whole or not at all, and `append_*` returns only after the commit;
+- appends are one Arrow `INSERT` statement per batch, which DuckDB commits as one
+  transaction: a batch is stored whole or not at all, and `append_*` returns only after the commit;
 - (trace_id, span_id) is the primary key of `tool_calls`: a replayed batch inserts
   nothing the second time, and the count returned is what was newly stored;
+- the write-ahead log is folded into the file every `CHECKPOINT_THRESHOLD` of log
+  (DuckDB's default is 16 MiB), not on every 16 MiB: each checkpoint rewrites the
+  primary-key index, so its cost grows with the table, and at 16 MiB a million rows
+  in batches of 1,000 spent a quarter of their time checkpointing.  The price is
+  recovery: a killed sidecar replays up to that much log when it restarts
+  (docs/operations.md has the measured time);
 - every record is validated first (`collector.record`); a bad one fails the whole batch
   with a `RecordError` naming the field, before anything is written.
 
@@ -132,6 +138,10 @@ def _map_open_error(exc: duckdb.Error, path: str) -> StoreError:
     )
 
 
+# How much write-ahead log DuckDB gathers before it checkpoints (see the module notes).
+CHECKPOINT_THRESHOLD: Final = "256MiB"
+
+
 class DuckDBStore:
     """errscope's embedded store on one DuckDB database file."""
 
@@ -156,6 +166,7 @@ class DuckDBStore:
         if read_only:
             self._check_version_readable()
         else:
+            self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
             self.migrate()
 
     # ------------------------------------------------------------ lifecycle
@@ -229,25 +240,34 @@ class DuckDBStore:
     # ------------------------------------------------------------ writes
 
     @contextmanager
-    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _writing(self, *, transaction: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Hold the write lock; wrap several statements in one transaction when asked.
+
+        One statement needs no explicit transaction: DuckDB commits it whole or not at
+        all, and skipping BEGIN/COMMIT saves two round trips on every batch.
+        """
         if self.read_only:
             raise StoreError(
                 StoreErrorKind.WRITE_FAILED, "store is open read-only", entry=self.path
             )
         with self._write_lock:
             try:
-                self._con.execute("BEGIN TRANSACTION")
+                if transaction:
+                    self._con.execute("BEGIN TRANSACTION")
                 yield self._con
-                self._con.execute("COMMIT")
+                if transaction:
+                    self._con.execute("COMMIT")
             except duckdb.Error as exc:
-                self._safe_rollback()
+                if transaction:
+                    self._safe_rollback()
                 raise StoreError(
                     StoreErrorKind.WRITE_FAILED,
                     f"write failed ({type(exc).__name__})",
                     entry=self.path,
                 ) from exc
             except BaseException:
-                self._safe_rollback()
+                if transaction:
+                    self._safe_rollback()
                 raise
 
     def _safe_rollback(self) -> None:
@@ -256,10 +276,10 @@ class DuckDBStore:
             self._con.execute("ROLLBACK")
 
     def _run_on_batch(self, batch: pa.Table, sql: str) -> int:
-        """Run one INSERT that reads `_errscope_batch` (the Arrow batch) in a transaction."""
+        """Run one INSERT that reads `_errscope_batch` (the Arrow batch), atomically."""
         if batch.num_rows == 0:
             return 0
-        with self._transaction() as con:
+        with self._writing(transaction=False) as con:
             con.register("_errscope_batch", batch)
             try:
                 row = con.execute(sql).fetchone()
@@ -340,7 +360,7 @@ class DuckDBStore:
             )
         cutoff = (now or datetime.now(UTC)) - older_than
         deleted: dict[str, int] = {}
-        with self._transaction() as con:
+        with self._writing(transaction=True) as con:
             for table, column in _AGE_COLUMNS.items():
                 if table == "deploys":
                     continue  # deploy markers are tiny and keep old charts labelled
