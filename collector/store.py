@@ -280,11 +280,12 @@ class DuckDBStore:
         if batch.num_rows == 0:
             return 0
         with self._writing(transaction=False) as con:
-            con.register("_errscope_batch", batch)
-            try:
-                row = con.execute(sql).fetchone()
-            finally:
-                con.unregister("_errscope_batch")
+            # DuckDB finds the batch by this local's name (its replacement scan), which
+            # saves registering and unregistering a view: ~1.2 ms of a 1,000-row batch.
+            # Not a relation's insert_into(): at 1.5.5 that returns normally when the
+            # commit fails (a full disk), so a batch could be acknowledged and lost.
+            _errscope_batch = batch
+            row = con.execute(sql).fetchone()
         return int(row[0]) if row else 0
 
     def _insert(self, table: str, batch: pa.Table, *, verb: str = "INSERT") -> int:
