@@ -267,9 +267,11 @@ class Pipeline:
             for key, value in event.attributes.items():
                 if key not in (sc.EXCEPTION_TYPE, sc.EXCEPTION_STACKTRACE):
                     texts.extend(t[:_EXPOSURE_SCAN_CHARS] for t in _strings(value))
-        joined = "\n\n".join(t for t in texts if t)
+        # A text repeated on one span (the status message is usually the exception's
+        # message) is one exposure, read once.
+        joined = "\n\n".join(dict.fromkeys(t for t in texts if t))
         if joined:
-            counts.add(self.scrubber.scrub_secrets(joined).counts)
+            counts.add(self.scrubber.count_secrets(joined))
 
     def _secret_free(self, texts: list[str]) -> bool:
         joined = "\n\n".join(t for t in texts if t)

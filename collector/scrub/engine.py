@@ -56,6 +56,7 @@ __all__ = ["DEFAULT_MAX_VALUE_BYTES", "Scrubbed", "Scrubber", "shannon_entropy"]
 DEFAULT_MAX_VALUE_BYTES: Final = 16 << 20
 TRUNCATED_MARKER: Final = "…[TRUNCATED]"
 _MAX_VIEWS: Final = 6
+_MAX_VERDICTS: Final = 16_384  # remembered check verdicts (hashes and bools only)
 # Large values are scanned in windows this big, overlapping by more than any bounded
 # built-in secret is long (longer, unbounded matches are re-matched past the window).
 _WINDOW_BYTES: Final = 64 << 10
@@ -319,7 +320,8 @@ class Scrubber:
     `rules` defaults to the built-in rule set; `hmac_key` switches masks from
     `[REDACTED:<id>]` to keyed fingerprints. Construction compiles one Hyperscan database for
     all rules; a rule that cannot compile raises `RulesError` naming it. Afterwards the object
-    is immutable and safe to share between threads.
+    is safe to share between threads: its rules are immutable and its only state is a
+    cache of check verdicts.
     """
 
     def __init__(
@@ -341,6 +343,10 @@ class Scrubber:
         self._always, self._db = self._build_database(keywords)
         self._always_rules = frozenset(i for i in self._always if i < len(self._compiled))
         self._local = threading.local()
+        # Verdicts of the context-free checks (entropy, checksum) by a salted hash of
+        # (rule, candidate): an agent pastes the same token into call after call, and
+        # the checks cost more than the match.  Only hashes are kept, never the bytes.
+        self._verdicts: dict[int, bool] = {}
 
     # ── construction ────────────────────────────────────────────────────────────────────
 
@@ -427,6 +433,18 @@ class Scrubber:
             text += TRUNCATED_MARKER
             counts["truncated"] = 1
         return Scrubbed(text, MappingProxyType(counts))
+
+    def count_secrets(self, value: str) -> Mapping[str, int]:
+        """What `scrub_secrets(value).counts` would be, without building the masked text."""
+        data, truncated = self._encode(value)
+        spans = self._find(data, first_only=False)
+        if not spans and not truncated:
+            return _NO_COUNTS
+        counts: dict[str, int] = {"truncated": 1} if truncated else {}
+        for _, _, index in spans:
+            rule_id = self._compiled[index].rule.id
+            counts[rule_id] = counts.get(rule_id, 0) + 1
+        return MappingProxyType(counts)
 
     def contains_secret(self, value: str) -> bool:
         """Whether `value` holds any secret a rule would mask (used to refuse such ids)."""
@@ -562,14 +580,27 @@ class Scrubber:
         secret = data[start:stop]
         if _MARKER.fullmatch(secret):
             return None
-        rule = compiled.rule
-        if rule.entropy is not None and shannon_entropy(secret) < rule.entropy:
-            return None
-        if compiled.validate is not None and not compiled.validate(secret):
+        if not self._passes_checks(compiled, secret):
             return None
         if compiled.allow and self._allowed(compiled, data, match.span(), (start, stop)):
             return None
         return start, stop
+
+    def _passes_checks(self, compiled: _Compiled, secret: bytes) -> bool:
+        """The rule's entropy floor and checksum, remembered per (rule, candidate)."""
+        rule = compiled.rule
+        if rule.entropy is None and compiled.validate is None:
+            return True
+        key = hash((rule.id, secret))
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = (rule.entropy is None or shannon_entropy(secret) >= rule.entropy) and (
+                compiled.validate is None or compiled.validate(secret)
+            )
+            if len(self._verdicts) >= _MAX_VERDICTS:
+                self._verdicts.clear()  # a crude bound; refilling costs one check per token
+            self._verdicts[key] = verdict
+        return verdict
 
     @staticmethod
     def _allowed(
