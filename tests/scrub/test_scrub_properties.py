@@ -80,3 +80,24 @@ def test_arbitrary_bytes_decoded_with_replacement_scrub(data: bytes) -> None:
     """Invalid UTF-8 (decoded with replacement or surrogateescape) never makes scrub raise."""
     _SCRUBBER.scrub(data.decode("utf-8", "replace"))
     _SCRUBBER.scrub(data.decode("utf-8", "surrogateescape"))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rule_id=st.sampled_from(sorted(SAMPLES)),
+    wrapper=st.sampled_from(sorted(_WRAPPERS)),
+    seed=st.integers(0, 2**32 - 1),
+    pad=_PAD,
+    repeats=st.integers(1, 3),
+)
+def test_count_secrets_counts_what_scrub_masks(
+    rule_id: str, wrapper: str, seed: int, pad: str, repeats: int
+) -> None:
+    """count_secrets() agrees with scrub_secrets().counts, on first sight and when remembered."""
+    planted = SAMPLES[rule_id].make(random.Random(seed))
+    text = " | ".join([_WRAPPERS[wrapper](planted.text, pad)] * repeats)
+    fresh = Scrubber(load_rules(pii=True))  # nothing remembered yet (30 examples: ~0.3 s each)
+    first = dict(fresh.count_secrets(text))  # every verdict computed
+    assert first == dict(fresh.scrub_secrets(text).counts)  # every verdict remembered
+    assert dict(fresh.count_secrets(text)) == first
+    assert sum(first.values()) >= repeats
