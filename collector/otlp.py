@@ -23,7 +23,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from collector.spanview import AttrValue, EventView, LinkView, SpanView, StatusView, from_otlp
+from collector.spanview import (
+    AttrValue,
+    EventView,
+    LinkView,
+    SpanView,
+    StatusView,
+    from_otlp,
+    otlp_resource,
+)
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -99,9 +107,10 @@ def decode_request(request: ExportTraceServiceRequest, size: int) -> Decoded:
     spans: list[SpanView] = []
     rejected = 0
     for resource_spans in request.resource_spans:
+        resource = otlp_resource(resource_spans.resource)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                view = from_otlp(span, resource_spans.resource, scope_spans)
+                view = from_otlp(span, resource, scope_spans)
                 if len(view.trace_id) == 32 and len(view.span_id) == 16:
                     spans.append(view)
                 else:

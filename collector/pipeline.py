@@ -203,28 +203,28 @@ class Pipeline:
         service = self._label(_first_text(resource, sc.SERVICE_NAME), clean) or UNKNOWN_SERVICE
         tool = self._tool_name(tool_span.tool, clean)
         attrs = view.attributes
-        record = ToolCall(
-            ts=_ns_to_dt(view.start_ns),
-            received_at=received_at,
-            service=service,
-            version=self._label(_first_text(resource, sc.SERVICE_VERSION), clean),
-            environment=self._label(
+        fields: dict[str, Any] = {
+            "ts": _ns_to_dt(view.start_ns),
+            "received_at": received_at,
+            "service": service,
+            "version": self._label(_first_text(resource, sc.SERVICE_VERSION), clean),
+            "environment": self._label(
                 _first_text(resource, sc.DEPLOYMENT_ENVIRONMENT, sc.DEPLOYMENT_ENVIRONMENT_OLD),
                 clean,
             ),
-            tool=tool,
-            code=outcome.code,
-            raw_code=outcome.raw_code,
-            field=outcome.field,
-            trace_id=view.trace_id,
-            span_id=view.span_id,
-            call_id=self._id(
+            "tool": tool,
+            "code": outcome.code,
+            "raw_code": outcome.raw_code,
+            "field": outcome.field,
+            "trace_id": view.trace_id,
+            "span_id": view.span_id,
+            "call_id": self._id(
                 _first_text(attrs, sc.GEN_AI_TOOL_CALL_ID, sc.OI_TOOL_CALL_ID, sc.OI_TOOL_ID)
                 or outcome.call_id
                 or _first_text(attrs, sc.JSONRPC_REQUEST_ID),
                 clean,
             ),
-            session_id=self._id(
+            "session_id": self._id(
                 _first_text(
                     attrs,
                     sc.GEN_AI_CONVERSATION_ID,
@@ -234,18 +234,21 @@ class Pipeline:
                 ),
                 clean,
             ),
-            correlation_id=self._id(_first_text(attrs, sc.ERRSCOPE_CORRELATION_ID), clean),
-            duration_ms=max(view.end_ns - view.start_ns, 0) / 1e6,
-            attempt=outcome.attempt,
-            retry_after_s=outcome.retry_after_s,
-            http_status=outcome.http_status,
-            convention=tool_span.convention.value,
-            source=outcome.source.value,
-        )
+            "correlation_id": self._id(_first_text(attrs, sc.ERRSCOPE_CORRELATION_ID), clean),
+            "duration_ms": max(view.end_ns - view.start_ns, 0) / 1e6,
+            "attempt": outcome.attempt,
+            "retry_after_s": outcome.retry_after_s,
+            "http_status": outcome.http_status,
+            "convention": tool_span.convention.value,
+            "source": outcome.source.value,
+        }
+        record = ToolCall(**fields)
         self._count_discarded(view, counts)
         traceback = self._traceback(view, record, outcome, counts)
         forward = self._forward_tool(view, record, outcome, counts, clean) if self.forward else None
-        record = replace(record, redactions=sum(counts.by_rule.values()))
+        redactions = sum(counts.by_rule.values())
+        if redactions:
+            record = ToolCall(**fields, redactions=redactions)  # cheaper than replace()
         record.validate()
         return Processed(
             record=record, forward=forward, traceback=traceback, redactions=dict(counts.by_rule)
@@ -384,13 +387,22 @@ class Pipeline:
             if failing
             else StatusView(STATUS_UNSET if view.status.code == STATUS_ERROR else view.status.code)
         )
-        return replace(
-            view,
+        # Built field by field rather than with dataclasses.replace(), which costs as much
+        # again as the constructor on every tool span.
+        return SpanView(
             name=name if isinstance(name, str) else "",
+            trace_id=view.trace_id,
+            span_id=view.span_id,
+            start_ns=view.start_ns,
+            end_ns=view.end_ns,
+            kind=view.kind,
+            parent_span_id=view.parent_span_id,
             status=status,
             attributes=kept,
             events=tuple(e for e in events if e is not None),
             links=self._links(view.links, counts, NonToolPolicy.SCRUB),
+            trace_flags=view.trace_flags,
+            trace_state=view.trace_state,
             **self._scrub_origin(view, counts, NonToolPolicy.SCRUB),
         )
 

@@ -13,8 +13,10 @@ key-value lists.  Adapters never raise on odd input; they drop what they cannot 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
 import orjson
@@ -101,8 +103,11 @@ class SpanView:
 # ------------------------------------------------------------------ SDK ReadableSpan
 
 
+_SDK_SCALARS: Final = (str, bool, int, float, bytes)
+
+
 def _sdk_value(value: Any) -> AttrValue:
-    if isinstance(value, str | bool | int | float | bytes):
+    if isinstance(value, _SDK_SCALARS):
         return value
     if isinstance(value, Iterable):
         return tuple(v for v in (_sdk_value(x) for x in value) if v is not None)
@@ -111,6 +116,27 @@ def _sdk_value(value: Any) -> AttrValue:
 
 def _sdk_attributes(attributes: Mapping[str, Any] | None) -> dict[str, AttrValue]:
     return {str(k): _sdk_value(v) for k, v in (attributes or {}).items()}
+
+
+class _ResourceMemo(threading.local):
+    """The last resource adapted on this thread: a provider's spans all share one."""
+
+    resource: object = None
+    attributes: Mapping[str, AttrValue] = MappingProxyType({})
+
+
+_RESOURCE_MEMO: Final = _ResourceMemo()
+
+
+def _sdk_resource(resource: Any) -> Mapping[str, AttrValue]:
+    memo = _RESOURCE_MEMO
+    if resource is not memo.resource:
+        # Read-only, since every span of the provider will share the one mapping.
+        memo.attributes = MappingProxyType(
+            _sdk_attributes(resource.attributes if resource else None)
+        )
+        memo.resource = resource
+    return memo.attributes
 
 
 def from_readable(span: ReadableSpan) -> SpanView:
@@ -140,7 +166,7 @@ def from_readable(span: ReadableSpan) -> SpanView:
             )
             for link in span.links
         ),
-        resource=_sdk_attributes(span.resource.attributes if span.resource else None),
+        resource=_sdk_resource(span.resource),
         scope_name=scope.name if scope else "",
         scope_version=(scope.version or "") if scope else "",
         trace_flags=int(context.trace_flags) if context else 1,
@@ -237,9 +263,19 @@ def _hex(raw: bytes, size: int) -> str:
     return raw.hex() if len(raw) == size else ""
 
 
-def from_otlp(span: PbSpan, resource: PbResource, scope: ScopeSpans | None = None) -> SpanView:
+def otlp_resource(resource: PbResource) -> Attributes:
+    """A resource's attributes, read once for all the spans that share it (read-only)."""
+    return MappingProxyType(_pb_attributes(resource.attributes))
+
+
+def from_otlp(
+    span: PbSpan,
+    resource: PbResource | Attributes,
+    scope: ScopeSpans | None = None,
+) -> SpanView:
     """Adapt one OTLP protobuf span with its resource and scope (what the sidecar receives).
 
+    `resource` may be what `otlp_resource` made of it, so a request's spans share one.
     A span whose trace or span id is not the right size keeps an empty id; the pipeline
     rejects it (the OTLP answer counts it in partial_success).
     """
@@ -263,7 +299,7 @@ def from_otlp(span: PbSpan, resource: PbResource, scope: ScopeSpans | None = Non
             )
             for link in span.links
         ),
-        resource=_pb_attributes(resource.attributes),
+        resource=otlp_resource(resource) if isinstance(resource, PbResource) else resource,
         scope_name=scope.scope.name if scope is not None else "",
         scope_version=scope.scope.version if scope is not None else "",
         trace_flags=span.flags & 0xFF if span.flags else 1,

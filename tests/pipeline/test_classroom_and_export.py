@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -149,6 +150,75 @@ def test_scrubbing_exporter_passes_only_scrubbed_spans(tmp_path: Path) -> None:
     row = store.cursor().execute("SELECT code, tool FROM tool_calls").fetchone()
     assert row == ("not_found", "get_job")
     store.close()
+
+
+class _GcWatcher(SpanExporter):
+    """An inner exporter that records whether the cyclic collector ran during export."""
+
+    def __init__(self) -> None:
+        self.enabled_during_export: list[bool] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.enabled_during_export.append(gc.isenabled())
+        return SpanExportResult.SUCCESS
+
+
+def _tool_spans(n: int) -> list[ReadableSpan]:
+    return [
+        make_span(
+            "execute_tool get_job",
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_job"},
+        )
+        for _ in range(n)
+    ]
+
+
+def test_exporter_pauses_the_collector_only_while_scrubbing() -> None:
+    """The collector is off while a batch is scrubbed, on again for the network export and after."""
+    seen: list[bool] = []
+    pipeline = Pipeline()
+    original = pipeline.process
+
+    def process(view: SpanView, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return original(view, **kwargs)
+
+    pipeline.process = process  # type: ignore[method-assign]
+    inner = _GcWatcher()
+    exporter = ScrubbingSpanExporter(inner, pipeline=pipeline)
+    assert gc.isenabled()
+    assert exporter.export(_tool_spans(3)) is SpanExportResult.SUCCESS
+    assert seen == [False, False, False]
+    assert inner.enabled_during_export == [True]
+    assert gc.isenabled()
+
+
+def test_exporter_leaves_a_collector_the_application_disabled_alone() -> None:
+    """An application that turned the collector off finds it off after an export."""
+    inner = _GcWatcher()
+    exporter = ScrubbingSpanExporter(inner)
+    gc.disable()
+    try:
+        assert exporter.export(_tool_spans(2)) is SpanExportResult.SUCCESS
+        assert not gc.isenabled()
+        assert inner.enabled_during_export == [False]
+    finally:
+        gc.enable()
+
+
+def test_exporter_reenables_the_collector_when_the_pipeline_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A span that fails the pipeline is dropped and the collector still comes back on."""
+    exporter = ScrubbingSpanExporter(_GcWatcher())
+
+    def boom(*_: object, **__: object) -> None:
+        raise RuntimeError
+
+    monkeypatch.setattr(exporter.pipeline, "process", boom)
+    assert exporter.export(_tool_spans(2)) is SpanExportResult.SUCCESS
+    assert exporter.failed == 2
+    assert gc.isenabled()
 
 
 def test_instrument_writes_to_a_local_store(tmp_path: Path) -> None:
