@@ -1,7 +1,8 @@
 """A real sidecar, real OTel exporters, a real `errscope dashboard`, and headless Chromium.
 
-The Deploys page must show the broken deploy and its tool; the screenshot it leaves in
-docs/screenshots/deploys.png is the README's.
+The Deploys page must show the broken deploy and its tool.  Its screenshot goes to the
+test's temporary folder; with ERRSCOPE_UPDATE_SCREENSHOTS=1 it replaces the README's
+docs/screenshots/deploys.png instead (a plain test run leaves the checkout clean).
 """
 
 from __future__ import annotations
@@ -91,8 +92,12 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None
     pytest.fail(f"errscope dashboard did not serve within {START_TIMEOUT_S} s: {log.read_text()}")
 
 
-def test_deploys_page_shows_the_broken_deploy(dashboard_on: tuple[str, str]) -> None:
+def test_deploys_page_shows_the_broken_deploy(
+    dashboard_on: tuple[str, str], tmp_path: Path
+) -> None:
     """Chromium opens the Deploys page and sees the flagged deploy and its tool."""
+    update = os.environ.get("ERRSCOPE_UPDATE_SCREENSHOTS") == "1"
+    screenshot = SCREENSHOT if update else tmp_path / SCREENSHOT.name
     from playwright.sync_api import expect, sync_playwright
 
     if not CHROMIUM.exists():
@@ -108,8 +113,8 @@ def test_deploys_page_shows_the_broken_deploy(dashboard_on: tuple[str, str]) -> 
             expect(page.get_by_text(f"Tool {BAD_TOOL}", exact=False).first).to_be_visible()
             page.wait_for_selector("canvas, svg.marks", timeout=60_000)  # the Vega chart
             page.wait_for_timeout(1500)  # let the charts finish drawing
-            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT), full_page=True)
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot), full_page=True)
         finally:
             browser.close()
-    assert SCREENSHOT.stat().st_size > 10_000
+    assert screenshot.stat().st_size > 10_000

@@ -402,3 +402,13 @@ def test_api_source_leaves_unset_filters_out(tmp_path: Path) -> None:
         assert unfiltered.num_rows >= 3
         assert set(unfiltered.column("service").to_pylist()) == {"billing-agent"}
         assert source.run("error_rates", {"since": "1h", "service": "nobody"}).num_rows == 0
+
+
+def test_malloc_arenas_are_capped_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`errscope serve` caps glibc's arenas (peak RSS), but a user's MALLOC_ARENA_MAX wins."""
+    from collector.serve import limit_malloc_arenas
+
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert limit_malloc_arenas(8) is True  # this machine's libc is glibc
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert limit_malloc_arenas(8) is False
