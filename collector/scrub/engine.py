@@ -418,21 +418,17 @@ class Scrubber:
         spans = self._find(data, first_only=False)
         if not spans and not truncated:
             return Scrubbed(value, _NO_COUNTS)
-        counts: dict[str, int] = {}
         pieces: list[bytes] = []
         last = 0
         for start, stop, index in spans:
-            rule_id = self._compiled[index].rule.id
             pieces.append(data[last:start])
-            pieces.append(self._marker(rule_id, data[start:stop]))
-            counts[rule_id] = counts.get(rule_id, 0) + 1
+            pieces.append(self._marker(self._compiled[index].rule.id, data[start:stop]))
             last = stop
         pieces.append(data[last:])
         text = _decode(b"".join(pieces))
         if truncated:
             text += TRUNCATED_MARKER
-            counts["truncated"] = 1
-        return Scrubbed(text, MappingProxyType(counts))
+        return Scrubbed(text, self._tally(spans, truncated))
 
     def count_secrets(self, value: str) -> Mapping[str, int]:
         """What `scrub_secrets(value).counts` would be, without building the masked text."""
@@ -440,11 +436,7 @@ class Scrubber:
         spans = self._find(data, first_only=False)
         if not spans and not truncated:
             return _NO_COUNTS
-        counts: dict[str, int] = {"truncated": 1} if truncated else {}
-        for _, _, index in spans:
-            rule_id = self._compiled[index].rule.id
-            counts[rule_id] = counts.get(rule_id, 0) + 1
-        return MappingProxyType(counts)
+        return self._tally(spans, truncated)
 
     def contains_secret(self, value: str) -> bool:
         """Whether `value` holds any secret a rule would mask (used to refuse such ids)."""
@@ -462,6 +454,16 @@ class Scrubber:
         while cut > 0 and (data[cut] & 0xC0) == 0x80:
             cut -= 1
         return data[:cut], True
+
+    def _tally(self, spans: Sequence[tuple[int, int, int]], truncated: bool) -> Mapping[str, int]:
+        """Findings per rule id, plus `truncated` when the value was cut."""
+        counts: dict[str, int] = {}
+        for _, _, index in spans:
+            rule_id = self._compiled[index].rule.id
+            counts[rule_id] = counts.get(rule_id, 0) + 1
+        if truncated:
+            counts["truncated"] = 1
+        return MappingProxyType(counts)
 
     def _marker(self, rule_id: str, secret: bytes) -> bytes:
         if self._hmac_key is None:
