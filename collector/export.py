@@ -18,8 +18,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Final
 
 from opentelemetry import trace
@@ -28,6 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from collector import semconv as sc
+from collector.gcpause import gc_paused
 from collector.pipeline import NonToolPolicy, Pipeline
 from collector.sink import StoreBatch, StoreSink
 from collector.spanview import from_readable, to_readable
@@ -38,37 +38,6 @@ log = logging.getLogger("errscope.export")
 
 DEFAULT_HTTP_ENDPOINT: Final = "http://127.0.0.1:4318/v1/traces"
 DEFAULT_GRPC_ENDPOINT: Final = "http://127.0.0.1:4317"
-_GC_LOCK: Final = threading.Lock()
-_gc_pausers = 0  # exports running with the collector paused (guarded by _GC_LOCK)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic collector while a batch is scrubbed.
-
-    A batch holds a few thousand new objects until it is exported (the records and the
-    passed-on spans), and the collector runs on whichever thread allocates when its
-    counters fill: measured, the application thread then paid for twice the collector
-    time it paid beside a plain BatchSpanProcessor, most of errscope's whole overhead.
-    The batch's objects are freed by reference counting, so pausing the collector while
-    they live leaves it little to catch up on.  The pause covers the pipeline and a local
-    store write, never the network export (which may retry for a minute).  A collector
-    the application has disabled stays disabled.
-    """
-    global _gc_pausers  # noqa: PLW0603 - one counter shared by every exporter in the process
-    with _GC_LOCK:
-        pause = _gc_pausers > 0 or gc.isenabled()
-        if pause:
-            _gc_pausers += 1
-            gc.disable()
-    try:
-        yield
-    finally:
-        if pause:
-            with _GC_LOCK:
-                _gc_pausers -= 1
-                if _gc_pausers == 0:
-                    gc.enable()
 
 
 class ScrubbingSpanExporter(SpanExporter):
@@ -90,7 +59,9 @@ class ScrubbingSpanExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Process each span, store the records (if a sink is set), pass on the rest."""
-        with _gc_paused():
+        # The pause covers the pipeline and a local store write, never the network
+        # export (which may retry for a minute).
+        with gc_paused():
             forward, batch = self._process(spans)
             result = self._store(batch)
         # The passed-on spans outlive the pause: collect the young generation here, on

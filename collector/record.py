@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -46,7 +46,8 @@ MAX_TRACEBACK_BYTES: Final = 8192
 # Tool names in the wild: `get_job`, `search.web`, `github/create_issue`, `fs:read-file`.
 _TOOL_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*")
 # A field is a path of identifiers (`job_id`, `filters.status`, `items[0].id`): never a value.
-_FIELD_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d{1,6}\])*")
+# ([0-9], not \d: Python's \d takes any Unicode digit, RE2's only ASCII ones.)
+_FIELD_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]{1,6}\])*")
 # Catalog code names and safe raw codes: short lower-case identifiers.
 _CODE_RE: Final = re.compile(r"[a-z][a-z0-9_]{0,47}")
 _RAW_CODE_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,47}")
@@ -395,7 +396,7 @@ _REQUIRED_COLUMNS: Final = ("ts", "received_at", "service", "tool", "code", "tra
 
 @dataclass(frozen=True, slots=True)
 class _RuleGroup:
-    """Columns of one Arrow type under the same rules, checked together in one pass."""
+    """Non-label columns of one Arrow type under the same rules, checked in one pass."""
 
     columns: tuple[str, ...]
     rules: tuple[_ColumnRule, ...]  # the first column's rules stand for all of them
@@ -404,7 +405,8 @@ class _RuleGroup:
 def _rule_groups() -> tuple[_RuleGroup, ...]:
     by_column: dict[str, list[_ColumnRule]] = {}
     for rule in _TOOL_CALL_RULES:
-        by_column.setdefault(rule.column, []).append(rule)
+        if rule.column not in _LABEL_COLUMNS:
+            by_column.setdefault(rule.column, []).append(rule)
     groups: dict[tuple[object, ...], list[str]] = {}
     for column, rules in by_column.items():
         signature = (
@@ -417,7 +419,7 @@ def _rule_groups() -> tuple[_RuleGroup, ...]:
     )
 
 
-_RULE_GROUPS: Final = _rule_groups()
+_ARRAY_GROUPS: Final = _rule_groups()  # the non-label columns, checked in Arrow
 
 
 _SCALAR_PATTERNS: Final = {
@@ -456,45 +458,54 @@ def _all_pass(ok: pa.ChunkedArray | pa.Array) -> bool:
     return bool(pc.all(ok, skip_nulls=True, min_count=0).as_py())
 
 
-def validate_tool_calls(table: pa.Table) -> None:
+def validate_tool_calls(
+    table: pa.Table, labels: Mapping[str, Iterable[str | None]] | None = None
+) -> None:
     """Check a whole batch column by column; raise `RecordError` for the first bad value.
 
-    The same rules serve one record (`ToolCall.validate`) and a batch of thousands: each
-    rule is one vectorised pass (RE2 regexes through Arrow compute), so validating a batch
-    costs about a microsecond per row instead of a Python loop over every field.  Two
-    things keep the passes few: label columns (service, tool, code, ...) hold a handful of
-    distinct values per batch, so their rules see those values only; and columns under
-    the same rules (the three free-form ids, say) are checked as one array.  Only when
-    that finds a bad value are the columns checked one by one, to name the field.
+    The same rules serve one record (`ToolCall.validate`) and a batch of thousands.  Label
+    columns (service, tool, code, ...) hold a handful of distinct values per batch, so
+    their rules run in Python on those values only (`labels`, when the caller already has
+    them; else Arrow finds them).  The other columns are checked with one vectorised pass
+    per rule (RE2 regexes through Arrow compute), columns under the same rules (the three
+    free-form ids, say) as one array, so a batch costs about a microsecond per row.  Only
+    when a pass finds a bad value are the columns checked one by one, to name the field.
     """
     entry = "tool_calls"
     for name in _REQUIRED_COLUMNS:
         if table.column(name).null_count:
             raise RecordError(RecordErrorKind.BAD_VALUE, "is required", entry=entry, field=name)
-    distinct: dict[str, pa.ChunkedArray] = {}
-    if not all(_group_passes(table, group, distinct) for group in _RULE_GROUPS):
+    if labels is None:
+        labels = {name: pc.unique(table.column(name)).to_pylist() for name in _LABEL_COLUMNS}
+    for rule in _TOOL_CALL_RULES:
+        if rule.column in _LABEL_COLUMNS and not _label_rule_passes(rule, labels[rule.column]):
+            raise RecordError(rule.kind, rule.message, entry=entry, field=rule.column)
+    if not all(_group_passes(table, group) for group in _ARRAY_GROUPS):
         for rule in _TOOL_CALL_RULES:
-            if not _rule_passes(rule, _values(table, rule.column, distinct)):
+            if rule.column not in _LABEL_COLUMNS and not _rule_passes(
+                rule, table.column(rule.column)
+            ):
                 raise RecordError(rule.kind, rule.message, entry=entry, field=rule.column)
-    raw_without_unknown = pc.and_(
-        pc.is_valid(table.column("raw_code")), pc.not_equal(table.column("code"), "unknown")
-    )
-    if not _all_pass(pc.invert(raw_without_unknown)):
-        raise RecordError(
-            RecordErrorKind.BAD_CODE,
-            "raw_code is kept only for unknown codes",
-            entry=entry,
-            field="raw_code",
+    raw_codes = any(value is not None for value in labels["raw_code"])
+    if raw_codes and any(code != "unknown" for code in labels["code"]):
+        misplaced = pc.and_(
+            pc.is_valid(table.column("raw_code")), pc.not_equal(table.column("code"), "unknown")
         )
+        if pc.any(misplaced).as_py():
+            raise RecordError(
+                RecordErrorKind.BAD_CODE,
+                "raw_code is kept only for unknown codes",
+                entry=entry,
+                field="raw_code",
+            )
 
 
-def _values(table: pa.Table, column: str, distinct: dict[str, pa.ChunkedArray]) -> pa.ChunkedArray:
-    """The values a rule must see: a label column's distinct values, else the column."""
-    if column not in _LABEL_COLUMNS:
-        return table.column(column)
-    if column not in distinct:
-        distinct[column] = pa.chunked_array([pc.unique(table.column(column))])
-    return distinct[column]
+def _label_rule_passes(rule: _ColumnRule, values: Iterable[str | None]) -> bool:
+    present = [value for value in values if value is not None]
+    if rule.max_chars is not None:
+        return all(len(value) <= rule.max_chars for value in present)
+    fullmatch = _SCALAR_PATTERNS[str(rule.pattern)].fullmatch  # a length, else a pattern
+    return all(fullmatch(value) is not None for value in present)
 
 
 def _rule_passes(rule: _ColumnRule, values: pa.ChunkedArray) -> bool:
@@ -509,28 +520,35 @@ def _rule_passes(rule: _ColumnRule, values: pa.ChunkedArray) -> bool:
     return _all_pass(ok)
 
 
-def _group_passes(table: pa.Table, group: _RuleGroup, distinct: dict[str, pa.ChunkedArray]) -> bool:
-    chunks = [
-        chunk for column in group.columns for chunk in _values(table, column, distinct).chunks
-    ]
+def _group_passes(table: pa.Table, group: _RuleGroup) -> bool:
+    chunks = [chunk for column in group.columns for chunk in table.column(column).chunks]
     values = pa.chunked_array(chunks, type=table.schema.field(group.columns[0]).type)
     return all(_rule_passes(rule, values) for rule in group.rules)
 
 
-def _columns(records: Sequence[object], schema: pa.Schema) -> pa.Table:
+def _column_values(records: Sequence[object], names: Sequence[str]) -> list[Sequence[object]]:
     # One attrgetter pass gives each record's row; zip turns the rows into columns.
-    rows = map(operator.attrgetter(*schema.names), records)
-    columns = zip(*rows, strict=True) if records else ([] for _ in schema.names)
+    rows = map(operator.attrgetter(*names), records)
+    return list(zip(*rows, strict=True)) if records else [() for _ in names]
+
+
+def _to_table(columns: Sequence[Sequence[object]], schema: pa.Schema) -> pa.Table:
     arrays = [
         pa.array(column, type=type_) for column, type_ in zip(columns, schema.types, strict=True)
     ]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def _columns(records: Sequence[object], schema: pa.Schema) -> pa.Table:
+    return _to_table(_column_values(records, schema.names), schema)
+
+
 def tool_calls_to_arrow(calls: Iterable[ToolCall]) -> pa.Table:
     """Build one Arrow table in `tool_calls` column order and validate it as a batch."""
-    table = _columns(list(calls), TOOL_CALLS_SCHEMA)
-    validate_tool_calls(table)
+    columns = _column_values(list(calls), TOOL_CALLS_SCHEMA.names)
+    table = _to_table(columns, TOOL_CALLS_SCHEMA)
+    by_name = dict(zip(TOOL_CALLS_SCHEMA.names, columns, strict=True))
+    validate_tool_calls(table, {name: set(by_name[name]) for name in _LABEL_COLUMNS})
     return table
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from collector.errors import RecordError, RecordErrorKind, StoreError, StoreErrorKind
-from collector.record import Deploy, RedactionCount, TracebackSample
+from collector.record import TOOL_CALLS_SCHEMA, Deploy, RedactionCount, TracebackSample
 from collector.store import SCHEMA_VERSION, DuckDBStore, migrations
 from tests.factories import T0, held_by_another_process, make_call
 
@@ -48,47 +49,46 @@ def test_bad_record_fails_the_whole_batch(memory_store: DuckDBStore) -> None:
     assert memory_store.count("tool_calls") == 0
 
 
-@pytest.mark.parametrize(
-    ("override", "kind", "field"),
-    [
-        pytest.param(
-            {"tool": "get job; drop"}, RecordErrorKind.BAD_IDENTIFIER, "tool", id="tool-with-spaces"
-        ),
-        pytest.param({"tool": "t" * 129}, RecordErrorKind.TOO_LONG, "tool", id="tool-too-long"),
-        pytest.param(
-            {"field": "job_id=17"},
-            RecordErrorKind.BAD_IDENTIFIER,
-            "field",
-            id="field-carries-value",
-        ),
-        pytest.param({"field": "a" * 129}, RecordErrorKind.TOO_LONG, "field", id="field-too-long"),
-        pytest.param(
-            {"trace_id": "XYZ"}, RecordErrorKind.BAD_ID, "trace_id", id="trace-id-not-hex"
-        ),
-        pytest.param({"span_id": "0" * 15}, RecordErrorKind.BAD_ID, "span_id", id="span-id-short"),
-        pytest.param(
-            {"code": "Not Found"}, RecordErrorKind.BAD_IDENTIFIER, "code", id="code-not-identifier"
-        ),
-        pytest.param(
-            {"raw_code": "E42"}, RecordErrorKind.BAD_CODE, "raw_code", id="raw-code-without-unknown"
-        ),
-        pytest.param(
-            {"code": "unknown", "raw_code": "has space"},
-            RecordErrorKind.BAD_IDENTIFIER,
-            "raw_code",
-            id="raw-code-not-identifier",
-        ),
-        pytest.param(
-            {"call_id": "call 1"}, RecordErrorKind.BAD_ID, "call_id", id="call-id-with-space"
-        ),
-        pytest.param(
-            {"service": "a\nb"}, RecordErrorKind.BAD_VALUE, "service", id="service-control-char"
-        ),
-        pytest.param(
-            {"duration_ms": -1.0}, RecordErrorKind.BAD_VALUE, "duration_ms", id="negative-duration"
-        ),
-    ],
-)
+BAD_RECORDS = [
+    pytest.param(
+        {"tool": "get job; drop"}, RecordErrorKind.BAD_IDENTIFIER, "tool", id="tool-with-spaces"
+    ),
+    pytest.param({"tool": "t" * 129}, RecordErrorKind.TOO_LONG, "tool", id="tool-too-long"),
+    pytest.param(
+        {"field": "job_id=17"},
+        RecordErrorKind.BAD_IDENTIFIER,
+        "field",
+        id="field-carries-value",
+    ),
+    pytest.param({"field": "a" * 129}, RecordErrorKind.TOO_LONG, "field", id="field-too-long"),
+    pytest.param({"trace_id": "XYZ"}, RecordErrorKind.BAD_ID, "trace_id", id="trace-id-not-hex"),
+    pytest.param({"span_id": "0" * 15}, RecordErrorKind.BAD_ID, "span_id", id="span-id-short"),
+    pytest.param(
+        {"code": "Not Found"}, RecordErrorKind.BAD_IDENTIFIER, "code", id="code-not-identifier"
+    ),
+    pytest.param(
+        {"raw_code": "E42"}, RecordErrorKind.BAD_CODE, "raw_code", id="raw-code-without-unknown"
+    ),
+    pytest.param(
+        {"code": "unknown", "raw_code": "has space"},
+        RecordErrorKind.BAD_IDENTIFIER,
+        "raw_code",
+        id="raw-code-not-identifier",
+    ),
+    pytest.param({"call_id": "call 1"}, RecordErrorKind.BAD_ID, "call_id", id="call-id-with-space"),
+    pytest.param(
+        {"service": "a\nb"}, RecordErrorKind.BAD_VALUE, "service", id="service-control-char"
+    ),
+    pytest.param(
+        {"duration_ms": -1.0}, RecordErrorKind.BAD_VALUE, "duration_ms", id="negative-duration"
+    ),
+    pytest.param(
+        {"field": "items[\u0663]"}, RecordErrorKind.BAD_IDENTIFIER, "field", id="field-arabic-digit"
+    ),
+]
+
+
+@pytest.mark.parametrize(("override", "kind", "field"), BAD_RECORDS)
 def test_record_validation(override: dict[str, object], kind: RecordErrorKind, field: str) -> None:
     """Over-long or non-identifier values are refused with the field named, never truncated."""
     with pytest.raises(RecordError) as caught:
@@ -109,6 +109,20 @@ def test_record_validation(override: dict[str, object], kind: RecordErrorKind, f
 def test_record_validation_accepts(override: dict[str, object]) -> None:
     """Realistic names pass validation."""
     make_call(**override).validate()
+
+
+@pytest.mark.parametrize(("override", "kind", "field"), BAD_RECORDS)
+def test_batch_validation_agrees_with_one_record(
+    memory_store: DuckDBStore, override: dict[str, object], kind: RecordErrorKind, field: str
+) -> None:
+    """A batch, given as records or as an Arrow table, is refused for the same kind and field."""
+    calls = [make_call(), make_call(**override), make_call()]
+    table = pa.Table.from_pylist([asdict(call) for call in calls], schema=TOOL_CALLS_SCHEMA)
+    for batch in (calls, table):
+        with pytest.raises(RecordError) as caught:
+            memory_store.append_tool_calls(batch)
+        assert (caught.value.kind, caught.value.field) == (kind, field)
+    assert memory_store.count("tool_calls") == 0
 
 
 def test_other_tables(memory_store: DuckDBStore) -> None:
