@@ -47,6 +47,7 @@ bench: setup services
 	$(PY) bench/overhead.py
 	$(PY) bench/ingest.py
 	$(PY) bench/detection.py
+	$(PY) bench/detection_budget.py
 	$(PY) bench/queries.py
 	$(PY) bench/dashboard.py
 	$(PY) bench/lake.py
