@@ -190,16 +190,20 @@ class Pipeline:
         counts = _Counts()
         outcome = normalise(view, self.catalog, is_secret=self.scrubber.contains_secret)
         resource = view.resource
-        # One scan over every id and label this record may keep; only when it finds a
-        # secret are they checked one by one (a per-value scan costs ~15 us each).
-        clean = self._secret_free(
-            [
-                *_strings_of_keys(view.attributes, _ID_KEYS | _CALL_ID_KEYS),
-                *_strings_of_keys(resource, _LABEL_KEYS),
-                tool_span.tool,
-                outcome.call_id or "",
-            ]
+        # One scan reads every id and label this record may keep and everything the span
+        # loses: a kept value is checked on its own only when the scan finds a secret among
+        # them (a per-value scan costs ~15 us each); what is lost is only counted.
+        kept = [
+            *_strings_of_keys(view.attributes, _ID_KEYS | _CALL_ID_KEYS),
+            *_strings_of_keys(resource, _LABEL_KEYS),
+            tool_span.tool,
+            outcome.call_id or "",
+        ]
+        kept_found, lost_found = self.scrubber.count_secrets_each(
+            ["\n\n".join(t for t in kept if t), self._discarded_text(view)]
         )
+        clean = not kept_found
+        counts.add(lost_found)
         service = self._label(_first_text(resource, sc.SERVICE_NAME), clean) or UNKNOWN_SERVICE
         tool = self._tool_name(tool_span.tool, clean)
         attrs = view.attributes
@@ -243,7 +247,6 @@ class Pipeline:
             "source": outcome.source.value,
         }
         record = ToolCall(**fields)
-        self._count_discarded(view, counts)
         traceback = self._traceback(view, record, outcome, counts)
         forward = self._forward_tool(view, record, outcome, counts, clean) if self.forward else None
         redactions = sum(counts.by_rule.values())
@@ -254,8 +257,9 @@ class Pipeline:
             record=record, forward=forward, traceback=traceback, redactions=dict(counts.by_rule)
         )
 
-    def _count_discarded(self, view: SpanView, counts: _Counts) -> None:
-        """Count the secrets in what a tool span loses (arguments, results, messages).
+    @staticmethod
+    def _discarded_text(view: SpanView) -> str:
+        """What a tool span loses (arguments, results, messages), to count its secrets.
 
         Nothing of it is kept, but the counts per rule are what the exposure page shows: which
         tool leaks which kind of secret into its spans.  The count is a statistic, so its cost
@@ -272,13 +276,7 @@ class Pipeline:
                     texts.extend(t[:_EXPOSURE_SCAN_CHARS] for t in _strings(value))
         # A text repeated on one span (the status message is usually the exception's
         # message) is one exposure, read once.
-        joined = "\n\n".join(dict.fromkeys(t for t in texts if t))
-        if joined:
-            counts.add(self.scrubber.count_secrets(joined))
-
-    def _secret_free(self, texts: list[str]) -> bool:
-        joined = "\n\n".join(t for t in texts if t)
-        return not joined or not self.scrubber.contains_secret(joined)
+        return "\n\n".join(dict.fromkeys(t for t in texts if t))
 
     def _is_secret(self, value: str, clean: bool) -> bool:
         return not clean and self.scrubber.contains_secret(value)

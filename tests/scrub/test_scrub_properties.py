@@ -101,3 +101,33 @@ def test_count_secrets_counts_what_scrub_masks(
     assert first == dict(fresh.scrub_secrets(text).counts)  # every verdict remembered
     assert dict(fresh.count_secrets(text)) == first
     assert sum(first.values()) >= repeats
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rule_id=st.sampled_from(sorted(SAMPLES)),
+    wrapper=st.sampled_from(sorted(_WRAPPERS)),
+    seed=st.integers(0, 2**32 - 1),
+    pads=st.lists(_PAD, min_size=1, max_size=4),
+    at=st.integers(0, 4),
+)
+def test_count_secrets_each_counts_each_value_as_alone(
+    rule_id: str, wrapper: str, seed: int, pads: list[str], at: int
+) -> None:
+    """One pass over several values gives each value the counts it gets alone."""
+    planted = SAMPLES[rule_id].make(random.Random(seed))
+    values = list(pads)
+    values.insert(min(at, len(values)), _WRAPPERS[wrapper](planted.text, pads[0]))
+    each = [dict(counts) for counts in _SCRUBBER.count_secrets_each(values)]
+    assert each == [dict(_SCRUBBER.count_secrets(value)) for value in values]
+    assert sum(each[min(at, len(pads))].values()) >= 1
+
+
+def test_count_secrets_each_marks_the_values_a_cut_leaves_unread() -> None:
+    """Past `max_value_bytes`, the value cut and every value after it count `truncated`."""
+    scrubber = Scrubber(load_rules(), max_value_bytes=64)
+    token = SAMPLES["github-pat"].make(random.Random(5)).text
+    each = scrubber.count_secrets_each([token, "x" * 40, "y" * 40, "z"])
+    assert each[0] == {"github-pat": 1}
+    assert [dict(counts) for counts in each[1:]] == [{"truncated": 1}] * 3
+    assert scrubber.count_secrets_each([]) == []
