@@ -81,6 +81,7 @@ class StoreErrorKind(StrEnum):
     SCHEMA_TOO_NEW = "schema_too_new"
     MIGRATION_FAILED = "migration_failed"
     BAD_URL = "bad_url"
+    BAD_SETTING = "bad_setting"
 
 
 class QueryErrorKind(StrEnum):

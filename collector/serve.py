@@ -61,6 +61,7 @@ from collector.pipeline import NonToolPolicy, Pipeline
 from collector.record import Deploy
 from collector.sink import StoreBatch, StoreSink, WriteResult
 from collector.spanview import SpanView
+from collector.store import is_memory_size
 from collector.stores import open_store
 from collector.units import parse_time
 from collector.writer import Writer
@@ -73,6 +74,7 @@ log = logging.getLogger("errscope.serve")
 
 RETRY_AFTER_S: Final = 1
 DEFAULT_MAX_INFLIGHT_BYTES: Final = 64 * 1024 * 1024
+DEFAULT_STORE_MEMORY: Final = "64MB"
 GRPC_WORKERS: Final = 8  # concurrent gRPC exports; admission bounds their bytes
 # Requests decoded and processed at once (see Sidecar.ingest).  One: the pipeline holds the
 # GIL but for short native calls (RE2, Hyperscan), and a second thread grabbing the GIL
@@ -127,6 +129,9 @@ class ServeConfig:
     api: str | None = "127.0.0.1:4320"
     store: str = "data/errscope.duckdb"
     data_path: str | None = None  # DuckLake stores only: where the Parquet files go
+    # DuckDB's buffer pool for a file store; without a bound it caches the table's blocks
+    # up to 80% of the machine's memory.  None: DuckDB's default.
+    store_memory: str | None = DEFAULT_STORE_MEMORY
     token: str | None = None
     insecure: bool = False
     forward: str | None = None
@@ -151,6 +156,13 @@ class ServeConfig:
                     field=name.replace("_", "-"),
                     hint="set --token (or ERRSCOPE_TOKEN), or pass --insecure on a trusted network",
                 )
+        if self.store_memory is not None and not is_memory_size(self.store_memory):
+            raise ConfigError(
+                ConfigErrorKind.BAD_VALUE,
+                "not a memory size",
+                field="store-memory",
+                hint="give a number and a unit: 128MB, 512MiB, 2GB",
+            )
         if self.token is not None and len(self.token) < 16:
             raise ConfigError(
                 ConfigErrorKind.BAD_VALUE, "must be at least 16 characters", field="token"
@@ -230,7 +242,9 @@ class Sidecar:
     def __init__(self, config: ServeConfig) -> None:
         config.check()
         self.config = config
-        self.store = open_store(config.store, data_path=config.data_path)
+        self.store = open_store(
+            config.store, data_path=config.data_path, memory_limit=config.store_memory
+        )
         self.sink = StoreSink(self.store)
         # Without a forwarder no passed-on span is needed: skip building and scrubbing it.
         self.pipeline = Pipeline(non_tool=config.non_tool, forward=config.forward is not None)

@@ -14,7 +14,7 @@ import click
 from collector.errors import ConfigError, ConfigErrorKind
 from collector.pipeline import NonToolPolicy
 from collector.record import Deploy
-from collector.serve import ServeConfig, configure_logging, run
+from collector.serve import DEFAULT_STORE_MEMORY, ServeConfig, configure_logging, run
 from collector.store import DuckDBStore
 from collector.units import parse_time
 
@@ -59,6 +59,13 @@ def _off(value: str) -> str | None:
     envvar="ERRSCOPE_FORWARD",
     help="Forward scrubbed spans to http://HOST:PORT or grpc://HOST:PORT ('off' for none).",
 )
+@click.option(
+    "--store-memory",
+    envvar="ERRSCOPE_STORE_MEMORY",
+    default=DEFAULT_STORE_MEMORY,
+    show_default=True,
+    help="Bound on DuckDB's memory for a file store ('default': DuckDB's own, 80% of RAM).",
+)
 @click.option("--max-body-bytes", type=int, default=16 * 1024 * 1024, show_default=True)
 @click.option(
     "--max-inflight-bytes",
@@ -86,6 +93,7 @@ def serve(
     token: str | None,
     insecure: bool,
     forward: str | None,
+    store_memory: str,
     max_body_bytes: int,
     max_inflight_bytes: int,
     non_tool: str,
@@ -106,6 +114,7 @@ def serve(
             token=token or None,
             insecure=insecure,
             forward=_off(forward) if forward else None,
+            store_memory=None if store_memory == "default" else store_memory,
             max_body_bytes=max_body_bytes,
             max_inflight_bytes=max_inflight_bytes,
             non_tool=NonToolPolicy(non_tool),

@@ -13,11 +13,13 @@ Promises:
 - (trace_id, span_id) is the primary key of `tool_calls`: a replayed batch inserts
   nothing the second time, and the count returned is what was newly stored;
 - the write-ahead log is folded into the file every `CHECKPOINT_THRESHOLD` of log
-  (DuckDB's default is 16 MiB), not on every 16 MiB: each checkpoint rewrites the
-  primary-key index, so its cost grows with the table, and at 16 MiB a million rows
-  in batches of 1,000 spent a quarter of their time checkpointing.  The price is
-  recovery: a killed sidecar replays up to that much log when it restarts
-  (docs/operations.md has the measured time);
+  (DuckDB's default is 16 MiB): each checkpoint rewrites the primary-key index, so its
+  cost grows with the table, while everything written since the last checkpoint stays
+  in memory (at 256 MiB of log a sidecar grew past 650 MiB before checkpointing).
+  32 MiB keeps that under ~50 MiB.  A killed sidecar replays up to that much log
+  when it restarts (docs/operations.md has the measured time);
+- `memory_limit` (the sidecar sets one) bounds DuckDB's buffer pool, which otherwise
+  keeps the table's blocks cached up to 80% of the machine's memory;
 - every record is validated first (`collector.record`); a bad one fails the whole batch
   with a `RecordError` naming the field, before anything is written.
 
@@ -140,13 +142,22 @@ def _map_open_error(exc: duckdb.Error, path: str) -> StoreError:
 
 
 # How much write-ahead log DuckDB gathers before it checkpoints (see the module notes).
-CHECKPOINT_THRESHOLD: Final = "256MiB"
+CHECKPOINT_THRESHOLD: Final = "32MiB"
+# A DuckDB memory size: digits, an optional fraction, a unit (`SET memory_limit` syntax).
+_MEMORY_SIZE: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?\s*(?:[KMGT]i?B)", re.IGNORECASE)
+
+
+def is_memory_size(value: str) -> bool:
+    """Whether DuckDB reads `value` as a memory size (`128MB`, `1.5GiB`)."""
+    return _MEMORY_SIZE.fullmatch(value.strip()) is not None
 
 
 class DuckDBStore:
     """errscope's embedded store on one DuckDB database file."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, *, read_only: bool = False, memory_limit: str | None = None
+    ) -> None:
         self.path = str(path)
         self.read_only = read_only
         if self.path != ":memory:" and not read_only:
@@ -164,6 +175,16 @@ class DuckDBStore:
             raise _map_open_error(exc, self.path) from exc
         self._write_lock = threading.Lock()
         self._closed = False
+        if memory_limit is not None:
+            if not is_memory_size(memory_limit):
+                self._con.close()
+                raise StoreError(
+                    StoreErrorKind.BAD_SETTING,
+                    "not a memory size",
+                    field="memory_limit",
+                    hint="give a number and a unit: 128MB, 512MiB, 2GB",
+                )
+            self._con.execute(f"SET memory_limit = '{memory_limit.strip()}'")  # no quotes in it
         if read_only:
             self._check_version_readable()
         else:
@@ -392,7 +413,9 @@ class DuckDBStore:
         return int(row[0]) if row else 0
 
 
-def open_store(url: str, *, read_only: bool = False) -> DuckDBStore:
+def open_store(
+    url: str, *, read_only: bool = False, memory_limit: str | None = None
+) -> DuckDBStore:
     """Open a store by URL: a DuckDB file path (the default) or `duckdb:PATH`."""
     if url.startswith("duckdb:"):
         url = url.removeprefix("duckdb:")
@@ -403,4 +426,4 @@ def open_store(url: str, *, read_only: bool = False) -> DuckDBStore:
             entry=url.split(":", 1)[0],
             hint="give a DuckDB file path (data/errscope.duckdb)",
         )
-    return DuckDBStore(url, read_only=read_only)
+    return DuckDBStore(url, read_only=read_only, memory_limit=memory_limit)

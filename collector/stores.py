@@ -80,9 +80,17 @@ class Store(Protocol):
 
 
 def open_store(
-    url: str | Path, *, data_path: str | Path | None = None, read_only: bool = False
+    url: str | Path,
+    *,
+    data_path: str | Path | None = None,
+    read_only: bool = False,
+    memory_limit: str | None = None,
 ) -> DuckDBStore | DuckLakeStore:
-    """Open the store `url` names (see the module docstring)."""
+    """Open the store `url` names (see the module docstring).
+
+    `memory_limit` bounds a DuckDB file store's buffer pool (a DuckLake store keeps its
+    rows in Parquet files and its catalog in PostgreSQL, and ignores it).
+    """
     text = str(url).strip()
     if not text:
         raise StoreError(
@@ -107,4 +115,4 @@ def open_store(
             entry=mask_secrets(text),
             hint="prefix it: ducklake:postgres:<conninfo>, and pass --data-path",
         )
-    return duckdb_store.open_store(text, read_only=read_only)
+    return duckdb_store.open_store(text, read_only=read_only, memory_limit=memory_limit)

@@ -12,7 +12,7 @@ import pytest
 
 from collector.errors import RecordError, RecordErrorKind, StoreError, StoreErrorKind
 from collector.record import TOOL_CALLS_SCHEMA, Deploy, RedactionCount, TracebackSample
-from collector.store import SCHEMA_VERSION, DuckDBStore, migrations
+from collector.store import SCHEMA_VERSION, DuckDBStore, migrations, open_store
 from tests.factories import T0, held_by_another_process, make_call
 
 
@@ -231,3 +231,17 @@ def test_received_at_is_kept_apart_from_ts(memory_store: DuckDBStore) -> None:
     assert row is not None
     assert row[1] - row[0] == timedelta(hours=1)
     assert row[1].astimezone(UTC) == datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+
+def test_memory_limit_bounds_duckdb(tmp_path: Path) -> None:
+    """A store opened with a memory limit hands it to DuckDB; a malformed one is refused."""
+    with open_store(str(tmp_path / "s.duckdb"), memory_limit="64MB") as store:
+        setting = store.cursor().execute("SELECT current_setting('memory_limit')").fetchone()
+    assert setting == ("61.0 MiB",)
+    for bad in ("lots", "64", "64MB'; SELECT 1; --", ""):
+        with pytest.raises(StoreError) as caught:
+            DuckDBStore(tmp_path / "t.duckdb", memory_limit=bad)
+        assert (caught.value.kind, caught.value.field) == (
+            StoreErrorKind.BAD_SETTING,
+            "memory_limit",
+        )

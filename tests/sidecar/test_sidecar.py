@@ -276,6 +276,23 @@ def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path) -> Non
     assert "Traceback" not in result.stderr
 
 
+def test_bad_store_memory_refuses_to_start(tmp_path: Path) -> None:
+    """A --store-memory DuckDB cannot read exits 2 with one line naming the flag."""
+    import subprocess
+
+    result = subprocess.run(
+        [*ERRSCOPE, "serve", "--store-memory", "lots", "--store", str(tmp_path / "s.duckdb")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("error[bad_value] store-memory: not a memory size")
+    assert "Traceback" not in result.stderr
+
+
 def test_query_api_arrow_and_errors(tmp_path: Path) -> None:
     """The query API answers Arrow IPC on request, and structured errors for unknown queries and bad params."""
     import pyarrow.ipc
