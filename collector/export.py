@@ -166,9 +166,13 @@ def instrument(
         inner = _otlp_exporter(endpoint or default, protocol, headers)
     sink = None
     if store is not None:
-        from collector.store import open_store  # noqa: PLC0415 - only services that store locally
+        from collector.store import (  # noqa: PLC0415 - only services that store locally
+            DEFAULT_MEMORY_LIMIT,
+            open_store,
+        )
 
-        sink = StoreSink(open_store(store))
+        # The service's own process: DuckDB must not grow it by caching the whole table.
+        sink = StoreSink(open_store(store, memory_limit=DEFAULT_MEMORY_LIMIT))
     exporter = ScrubbingSpanExporter(inner, pipeline=Pipeline(non_tool=non_tool), sink=sink)
     provider.add_span_processor(
         BatchSpanProcessor(exporter, schedule_delay_millis=schedule_delay_millis)

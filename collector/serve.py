@@ -61,7 +61,7 @@ from collector.pipeline import NonToolPolicy, Pipeline
 from collector.record import Deploy
 from collector.sink import StoreBatch, StoreSink, WriteResult
 from collector.spanview import SpanView
-from collector.store import is_memory_size
+from collector.store import DEFAULT_MEMORY_LIMIT, is_memory_size
 from collector.stores import open_store
 from collector.units import parse_time
 from collector.writer import Writer
@@ -74,7 +74,7 @@ log = logging.getLogger("errscope.serve")
 
 RETRY_AFTER_S: Final = 1
 DEFAULT_MAX_INFLIGHT_BYTES: Final = 64 * 1024 * 1024
-DEFAULT_STORE_MEMORY: Final = "64MB"
+DEFAULT_STORE_MEMORY: Final = DEFAULT_MEMORY_LIMIT
 # Concurrent gRPC exports; admission bounds their bytes.  Each waits for its group commit
 # (up to `commit_delay_s`), so a rate needs rate x latency of them in flight: with 8,
 # 100-span requests capped at 8 / 0.24 s = 3,300 spans/s, though the CPU was half idle.

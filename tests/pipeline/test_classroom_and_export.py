@@ -222,7 +222,7 @@ def test_exporter_reenables_the_collector_when_the_pipeline_fails(
 
 
 def test_instrument_writes_to_a_local_store(tmp_path: Path) -> None:
-    """instrument(store=...) records tool calls from ordinary tracer use, scrubbed in the export thread."""
+    """instrument(store=...) records tool calls from ordinary tracer use, scrubbed in the export thread, with DuckDB's memory bounded."""
     path = tmp_path / "local.duckdb"
     provider = instrument(
         "billing-agent", version="3.0.0", environment="staging", store=str(path), set_global=False
@@ -237,6 +237,9 @@ def test_instrument_writes_to_a_local_store(tmp_path: Path) -> None:
         },
     ):
         pass
+    exporter = provider._active_span_processor._span_processors[0].span_exporter  # type: ignore[attr-defined]
+    limit = exporter.sink.store.cursor().execute("SELECT current_setting('memory_limit')")
+    assert limit.fetchone() == ("61.0 MiB",)  # 64 MB: DuckDB does not grow the service's process
     provider.shutdown()
     with DuckDBStore(path, read_only=True) as store:
         row = (
