@@ -189,12 +189,14 @@ def signature_tests_at(case: Case, minute: int) -> list[detect.SignatureTest]:
     )
 
 
-def run_errscope(case: Case) -> tuple[int | None, Verdict, set[str], set[str | None]]:
-    """Minute of the first REGRESSION verdict (or None), the verdict at 60 min, tools, fields."""
+def run_errscope(
+    case: Case, config: detect.DetectConfig = detect.DEFAULT_CONFIG, horizon: int = HORIZON
+) -> tuple[int | None, Verdict, set[str], set[str | None]]:
+    """Minute of the first REGRESSION verdict (or None), the last verdict, tools, fields."""
     verdict = Verdict.INSUFFICIENT_DATA
-    for minute in range(1, HORIZON + 1):
+    for minute in range(1, horizon + 1):
         sigs = signature_tests_at(case, minute) if case.kind == "signature" else []
-        ev = detect.evaluate_deploy(case.counts, minute, detect.DEFAULT_CONFIG, sigs)
+        ev = detect.evaluate_deploy(case.counts, minute, config, sigs)
         verdict = ev.verdict
         if verdict is Verdict.REGRESSION:
             tools = {t.tool for t in ev.findings} | {s.tool for s, _, hit in ev.signatures if hit}

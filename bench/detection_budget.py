@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import detection as sim  # the benchmark's simulator
 
 from queries import detect
-from queries.findings import Verdict
 
 SETTINGS: tuple[tuple[str, dict[str, float]], ...] = (
     ("default", {}),
@@ -39,10 +38,7 @@ SETTINGS: tuple[tuple[str, dict[str, float]], ...] = (
 
 def first_alarm(case: sim.Case, config: detect.DetectConfig, horizon: int) -> int | None:
     """The first minute (1..horizon) the gate says regression, or None."""
-    for minute in range(1, horizon + 1):
-        if detect.evaluate_deploy(case.counts, minute, config, []).verdict is Verdict.REGRESSION:
-            return minute
-    return None
+    return sim.run_errscope(case, config, horizon)[0]
 
 
 def _pct(hits: list[bool]) -> str:

@@ -61,7 +61,7 @@ from collector.pipeline import NonToolPolicy, Pipeline
 from collector.record import Deploy
 from collector.sink import StoreBatch, StoreSink, WriteResult
 from collector.spanview import SpanView
-from collector.store import DEFAULT_MEMORY_LIMIT, is_memory_size
+from collector.store import DEFAULT_MEMORY_LIMIT, MEMORY_SIZE_HINT, is_memory_size
 from collector.stores import open_store
 from collector.units import parse_time
 from collector.writer import Writer
@@ -164,7 +164,7 @@ class ServeConfig:
                 ConfigErrorKind.BAD_VALUE,
                 "not a memory size",
                 field="store-memory",
-                hint="give a number and a unit: 128MB, 512MiB, 2GB",
+                hint=MEMORY_SIZE_HINT,
             )
         if self.token is not None and len(self.token) < 16:
             raise ConfigError(

@@ -151,6 +151,9 @@ DEFAULT_MEMORY_LIMIT: Final = "64MB"
 _MEMORY_SIZE: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?\s*(?:[KMGT]i?B)", re.IGNORECASE)
 
 
+MEMORY_SIZE_HINT: Final = "give a number and a unit: 64MB, 512MiB, 2GB"
+
+
 def is_memory_size(value: str) -> bool:
     """Whether DuckDB reads `value` as a memory size (`128MB`, `1.5GiB`)."""
     return _MEMORY_SIZE.fullmatch(value.strip()) is not None
@@ -186,7 +189,7 @@ class DuckDBStore:
                     StoreErrorKind.BAD_SETTING,
                     "not a memory size",
                     field="memory_limit",
-                    hint="give a number and a unit: 128MB, 512MiB, 2GB",
+                    hint=MEMORY_SIZE_HINT,
                 )
             self._con.execute(f"SET memory_limit = '{memory_limit.strip()}'")  # no quotes in it
         if read_only:

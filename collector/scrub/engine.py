@@ -457,16 +457,14 @@ class Scrubber:
         for value_bytes in encoded:
             starts.append(offset)
             offset += len(value_bytes) + len(_SEPARATOR)
-        counts: list[dict[str, int]] = [{} for _ in values]
-        for start, _, index in self._find(data, first_only=False):
-            found = counts[bisect_right(starts, start) - 1]
-            rule_id = self._compiled[index].rule.id
-            found[rule_id] = found.get(rule_id, 0) + 1
-        if truncated:
-            for found, value_start, value_bytes in zip(counts, starts, encoded, strict=True):
-                if value_start + len(value_bytes) > len(data):
-                    found["truncated"] = 1
-        return [MappingProxyType(c) if c else _NO_COUNTS for c in counts]
+        spans: list[list[tuple[int, int, int]]] = [[] for _ in values]
+        for span in self._find(data, first_only=False):
+            spans[bisect_right(starts, span[0]) - 1].append(span)
+        result: list[Mapping[str, int]] = []
+        for found, value_start, value_bytes in zip(spans, starts, encoded, strict=True):
+            cut = truncated and value_start + len(value_bytes) > len(data)
+            result.append(self._tally(found, cut) if found or cut else _NO_COUNTS)
+        return result
 
     def contains_secret(self, value: str) -> bool:
         """Whether `value` holds any secret a rule would mask (used to refuse such ids)."""
