@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import operator
 import re
+import string
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -55,6 +57,9 @@ _RAW_CODE_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,47}")
 _ID_RE: Final = re.compile(r"[A-Za-z0-9_.:/+=@-]+")
 _HEX32_RE: Final = re.compile(r"[0-9a-f]{32}")
 _HEX16_RE: Final = re.compile(r"[0-9a-f]{16}")
+# The same three patterns as a set of ASCII characters, for the batch check on raw bytes.
+_ID_CHARS: Final = string.ascii_letters + string.digits + "_.:/+=@-"
+_HEX_CHARS: Final = "0123456789abcdef"
 _LABEL_RE: Final = re.compile(r"[^\x00-\x1f\x7f]+")
 
 
@@ -330,6 +335,10 @@ class _ColumnRule:
     pattern: str | None = None  # RE2 syntax, anchored by the validator
     max_chars: int | None = None
     non_negative: bool = False
+    # When the pattern is exactly `[chars]{min,max}` over ASCII `chars`: the same check
+    # done on a batch's bytes (see `_charset_passes`), five to ten times faster than RE2.
+    chars: str | None = None
+    lengths: tuple[int, int | None] = (0, None)
 
 
 def _text_rules(
@@ -341,6 +350,11 @@ def _text_rules(
         ),
         _ColumnRule(column, kind, _KIND_MESSAGES[kind], pattern=pattern.pattern),
     ]
+
+
+def _id_rules(column: str) -> list[_ColumnRule]:
+    too_long, pattern = _text_rules(column, _ID_RE, RecordErrorKind.BAD_ID, MAX_ID_CHARS)
+    return [too_long, replace(pattern, chars=_ID_CHARS, lengths=(1, None))]
 
 
 _KIND_MESSAGES: Final = {
@@ -363,13 +377,18 @@ _TOOL_CALL_RULES: Final = (
         RecordErrorKind.BAD_ID,
         "not 32 lower-case hex digits",
         pattern=_HEX32_RE.pattern,
+        chars=_HEX_CHARS,
+        lengths=(32, 32),
     ),
     _ColumnRule(
-        "span_id", RecordErrorKind.BAD_ID, "not 16 lower-case hex digits", pattern=_HEX16_RE.pattern
+        "span_id",
+        RecordErrorKind.BAD_ID,
+        "not 16 lower-case hex digits",
+        pattern=_HEX16_RE.pattern,
+        chars=_HEX_CHARS,
+        lengths=(16, 16),
     ),
-    *_text_rules("call_id", _ID_RE, RecordErrorKind.BAD_ID, MAX_ID_CHARS),
-    *_text_rules("session_id", _ID_RE, RecordErrorKind.BAD_ID, MAX_ID_CHARS),
-    *_text_rules("correlation_id", _ID_RE, RecordErrorKind.BAD_ID, MAX_ID_CHARS),
+    *(rule for column in ("call_id", "session_id", "correlation_id") for rule in _id_rules(column)),
     *_text_rules("convention", _CODE_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),
     *_text_rules("source", _CODE_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),
     *(
@@ -513,11 +532,39 @@ def _rule_passes(rule: _ColumnRule, values: pa.ChunkedArray) -> bool:
         return True  # nothing to check: optional columns are often empty in a whole batch
     if rule.max_chars is not None:
         ok = pc.less_equal(pc.utf8_length(values), rule.max_chars)
+    elif rule.chars is not None and pa.types.is_string(values.type):
+        return _charset_passes(values.drop_null(), rule.chars, rule.lengths)
     elif rule.pattern is not None:
         ok = pc.match_substring_regex(values, f"^(?:{rule.pattern})$")
     else:
         ok = pc.greater_equal(values, 0)
     return _all_pass(ok)
+
+
+def _charset_passes(values: pa.ChunkedArray, chars: str, lengths: tuple[int, int | None]) -> bool:
+    """True when every value is `lengths` long and made only of the ASCII `chars`.
+
+    Works on each chunk's offsets and character bytes: deleting the allowed bytes must
+    leave nothing.  Byte lengths stand for character lengths because a value that passes
+    is ASCII, and one that is not fails on its other bytes whatever its length.
+    """
+    shortest, longest = lengths
+    allowed = chars.encode("ascii")
+    for chunk in values.chunks:
+        if not len(chunk):
+            continue
+        offsets = np.frombuffer(
+            chunk.buffers()[1], dtype=np.int32, count=len(chunk) + 1, offset=chunk.offset * 4
+        )
+        sizes = np.diff(offsets)
+        if sizes.min() < shortest or (longest is not None and sizes.max() > longest):
+            return False
+        body = chunk.buffers()[2]
+        if body is not None and body[int(offsets[0]) : int(offsets[-1])].to_pybytes().translate(
+            None, allowed
+        ):
+            return False
+    return True
 
 
 def _group_passes(table: pa.Table, group: _RuleGroup) -> bool:

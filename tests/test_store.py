@@ -9,9 +9,17 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collector.errors import RecordError, RecordErrorKind, StoreError, StoreErrorKind
-from collector.record import TOOL_CALLS_SCHEMA, Deploy, RedactionCount, TracebackSample
+from collector.record import (
+    TOOL_CALLS_SCHEMA,
+    Deploy,
+    RedactionCount,
+    TracebackSample,
+    validate_tool_calls,
+)
 from collector.store import SCHEMA_VERSION, DuckDBStore, migrations, open_store
 from tests.factories import T0, held_by_another_process, make_call
 
@@ -76,6 +84,22 @@ BAD_RECORDS = [
         id="raw-code-not-identifier",
     ),
     pytest.param({"call_id": "call 1"}, RecordErrorKind.BAD_ID, "call_id", id="call-id-with-space"),
+    pytest.param({"session_id": ""}, RecordErrorKind.BAD_ID, "session_id", id="session-id-empty"),
+    pytest.param(
+        {"correlation_id": "run-\u00e9"},
+        RecordErrorKind.BAD_ID,
+        "correlation_id",
+        id="correlation-id-non-ascii",
+    ),
+    pytest.param(
+        {"trace_id": "0" * 31 + "\u00e9"},
+        RecordErrorKind.BAD_ID,
+        "trace_id",
+        id="trace-id-32-chars",
+    ),
+    pytest.param(
+        {"span_id": "0" * 15 + "A"}, RecordErrorKind.BAD_ID, "span_id", id="span-id-upper-case"
+    ),
     pytest.param(
         {"service": "a\nb"}, RecordErrorKind.BAD_VALUE, "service", id="service-control-char"
     ),
@@ -123,6 +147,49 @@ def test_batch_validation_agrees_with_one_record(
             memory_store.append_tool_calls(batch)
         assert (caught.value.kind, caught.value.field) == (kind, field)
     assert memory_store.count("tool_calls") == 0
+
+
+_ID_TEXT = st.text(
+    alphabet=st.sampled_from("0af9AZz_.:/+=@- \"'\n\u00e9\u0663"), min_size=0, max_size=40
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ids=st.lists(
+        st.tuples(
+            st.one_of(st.none(), _ID_TEXT),
+            st.one_of(_ID_TEXT, st.text(alphabet="0123456789abcdef", min_size=16, max_size=16)),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    start=st.integers(min_value=0, max_value=2),
+)
+def test_batch_id_checks_agree_with_the_patterns(
+    ids: list[tuple[str | None, str]], start: int
+) -> None:
+    """The batch check on raw bytes decides every id exactly as the one-record patterns do.
+
+    Batches are sliced and split into chunks, so values sit at an offset in their buffers.
+    """
+    calls = [make_call(correlation_id=a, span_id=b) for a, b in [("x", "0" * 16)] * 2 + ids]
+    table = pa.Table.from_pylist([asdict(call) for call in calls], schema=TOOL_CALLS_SCHEMA)
+    cut = 2 + len(ids) // 2
+    table = pa.concat_tables([table.slice(start, cut - start), table.slice(cut)])
+    refused: set[tuple[RecordErrorKind, str | None]] = set()
+    for call in calls[start:]:
+        try:
+            call.validate()
+        except RecordError as exc:
+            refused.add((exc.kind, exc.field))
+    if not refused:
+        validate_tool_calls(table)
+        return
+    with pytest.raises(RecordError) as caught:
+        validate_tool_calls(table)
+    # The batch names the first rule any row breaks: that row's own first error.
+    assert (caught.value.kind, caught.value.field) in refused
 
 
 def test_other_tables(memory_store: DuckDBStore) -> None:
