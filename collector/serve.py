@@ -292,21 +292,17 @@ class Sidecar:
         `decode` may raise OtlpDecodeError or BodyTooLargeError; they pass through.
         """
         with self._processing:
-            decoded = decode()
-            received_at = datetime.now(UTC)
-            batch = StoreBatch()
-            forward: list[SpanView] = []
-            for view in decoded.spans:
-                processed = self.pipeline.process(view, received_at=received_at)
-                batch.add(processed)
-                if processed.forward is not None:
-                    forward.append(processed.forward)
-        rejected = decoded.rejected + batch.rejected
+            # Only the batch and a few counts leave `_process`: the decoded request (~2 MiB
+            # per 512 spans) is not held through the wait for the commit, where 16 waiting
+            # clients held 30 MiB of the peak RSS.
+            done = self._process(decode)
+        batch = done.batch
+        rejected = done.undecodable + batch.rejected
         with self.metrics.lock:
-            self.metrics.received += len(decoded.spans) + decoded.rejected
+            self.metrics.received += done.received
             if rejected:
                 self.metrics.rejected["bad_ids"] += rejected
-        ack = self.writer.submit(batch, forward if self.forwarder else [], decoded.size_bytes)
+        ack = self.writer.submit(batch, done.forward if self.forwarder else [], done.size_bytes)
         if ack is None:
             self._count_refusal("overloaded")
             return IngestResult(accepted=False, reason="overloaded")
@@ -314,6 +310,25 @@ class Sidecar:
             self._count_refusal("not_committed")
             return IngestResult(accepted=False, reason="not_committed")
         return IngestResult(accepted=True, rejected=rejected)
+
+    def _process(self, decode: Callable[[], Decoded]) -> _Processed:
+        """Decode one request and run its spans through the pipeline."""
+        decoded = decode()
+        received_at = datetime.now(UTC)
+        batch = StoreBatch()
+        forward: list[SpanView] = []
+        for view in decoded.spans:
+            processed = self.pipeline.process(view, received_at=received_at)
+            batch.add(processed)
+            if processed.forward is not None:
+                forward.append(processed.forward)
+        return _Processed(
+            batch=batch,
+            forward=forward,
+            received=len(decoded.spans) + decoded.rejected,
+            undecodable=decoded.rejected,
+            size_bytes=decoded.size_bytes,
+        )
 
     def _count_refusal(self, reason: str) -> None:
         with self.metrics.lock:
@@ -448,6 +463,17 @@ def _retry_info_metadata() -> list[tuple[str, bytes]]:
         ("google.rpc.retryinfo-bin", info.SerializeToString()),
         ("grpc-status-details-bin", status.SerializeToString()),
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Processed:
+    """What one request leaves after the pipeline; its decoded spans are not kept."""
+
+    batch: StoreBatch
+    forward: list[SpanView]
+    received: int  # spans in the request, with those the decoder rejected
+    undecodable: int  # spans the decoder rejected (ids of the wrong length)
+    size_bytes: int
 
 
 class _TraceService:
