@@ -69,7 +69,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -94,7 +94,13 @@ from collector.record import (
     tracebacks_to_arrow,
     validate_tool_calls,
 )
-from collector.store import SCHEMA_VERSION, PruneReport, check_schema_readable, migrations
+from collector.store import (
+    SCHEMA_VERSION,
+    PruneReport,
+    check_schema_readable,
+    migrations,
+    stored_received_at,
+)
 
 __all__ = [
     "DATA_INLINING_ROW_LIMIT",
@@ -836,6 +842,13 @@ class DuckLakeStore:
             .fetchall()
         )
         return {(r[0], r[1], r[2]) for r in rows}
+
+    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], datetime]:
+        """The stored `received_at` of each of these calls' spans: the copy that was kept."""
+        try:
+            return stored_received_at(self.cursor(), calls)
+        except duckdb.Error as exc:
+            raise self._read_error(exc) from None
 
     # ------------------------------------------------------------ retention and upkeep
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -29,6 +30,7 @@ class Store(Protocol):
     def add_redactions(self, counts: list[RedactionCount]) -> int: ...
     def add_deploys(self, deploys: list[Deploy]) -> int: ...
     def known_versions(self) -> set[tuple[str, str, str | None]]: ...
+    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], datetime]: ...
     def close(self) -> None: ...
 
 
@@ -39,6 +41,9 @@ class StoreBatch:
     calls: list[ToolCall] = field(default_factory=list)
     tracebacks: list[TracebackSample] = field(default_factory=list)
     redactions: Counter[tuple[datetime, str, str, str]] = field(default_factory=Counter)
+    # The tool calls among `calls` that carry redaction counts, with them: a replayed call
+    # is stored once, and so must its counts be (see `StoreSink.write`).
+    call_redactions: list[tuple[ToolCall, Mapping[str, int]]] = field(default_factory=list)
     versions: dict[tuple[str, str, str | None], datetime] = field(default_factory=dict)
     failed: int = 0
     rejected: int = 0
@@ -60,18 +65,16 @@ class StoreBatch:
         if processed.traceback is not None:
             self.tracebacks.append(processed.traceback)
         if processed.redactions:
-            ts = record.ts if record is not None else None
-            hour = (ts or datetime.now().astimezone()).replace(minute=0, second=0, microsecond=0)
-            service = record.service if record is not None else "unknown_service"
-            tool = record.tool if record is not None else NON_TOOL
-            for rule, count in processed.redactions.items():
-                self.redactions[(hour, service, tool, rule)] += count
+            self.redactions.update(_redaction_keys(record, processed.redactions))
+            if record is not None:
+                self.call_redactions.append((record, processed.redactions))
 
     def extend(self, other: StoreBatch) -> None:
         """Merge another batch into this one (the writer groups commits)."""
         self.calls.extend(other.calls)
         self.tracebacks.extend(other.tracebacks)
         self.redactions.update(other.redactions)
+        self.call_redactions.extend(other.call_redactions)
         for key, ts in other.versions.items():
             if key not in self.versions or ts < self.versions[key]:
                 self.versions[key] = ts
@@ -106,15 +109,22 @@ class StoreSink:
             self.store.close()
 
     def write(self, batch: StoreBatch) -> WriteResult:
-        """Commit the batch: calls first (the acknowledgement depends on them), then the rest."""
+        """Commit the batch: calls first (the acknowledgement depends on them), then the rest.
+
+        Redaction counts of calls that were stored before (a client's retry of an export
+        that had been committed) are left out, so a replay adds nothing anywhere.
+        """
         with self._lock:
             calls = self.store.append_tool_calls(batch.calls) if batch.calls else 0
             tracebacks = self.store.append_tracebacks(batch.tracebacks) if batch.tracebacks else 0
+            redactions = batch.redactions
+            if calls < len(batch.calls) and batch.call_redactions:
+                redactions = redactions - self._replayed_redactions(batch)
             counts = [
                 RedactionCount(hour=hour, service=service, tool=tool, rule=rule, count=n)
-                for (hour, service, tool, rule), n in batch.redactions.items()
+                for (hour, service, tool, rule), n in redactions.items()
             ]
-            redactions = self.store.add_redactions(counts) if counts else 0
+            stored_redactions = self.store.add_redactions(counts) if counts else 0
             new = [
                 Deploy(service=s, version=v, environment=e, ts=ts, source="auto")
                 for (s, v, e), ts in batch.versions.items()
@@ -122,4 +132,31 @@ class StoreSink:
             ]
             deploys = self.store.add_deploys(new) if new else 0
             self._known.update((d.service, d.version, d.environment) for d in new)
-        return WriteResult(calls, tracebacks, redactions, deploys)
+        return WriteResult(calls, tracebacks, stored_redactions, deploys)
+
+    def _replayed_redactions(self, batch: StoreBatch) -> Counter[tuple[datetime, str, str, str]]:
+        """The redaction counts of the batch's calls whose span was already stored.
+
+        The stored row keeps the `received_at` of the export that stored it; a call with
+        another one, or a second copy of a span in this batch, is a replay.
+        """
+        stored = self.store.received_at_of([call for call, _ in batch.call_redactions])
+        replayed: Counter[tuple[datetime, str, str, str]] = Counter()
+        seen: set[tuple[str, str]] = set()
+        for call, counts in batch.call_redactions:
+            key = (call.trace_id, call.span_id)
+            if key in seen or stored.get(key) != call.received_at:
+                replayed.update(_redaction_keys(call, counts))
+            seen.add(key)
+        return replayed
+
+
+def _redaction_keys(
+    record: ToolCall | None, counts: Mapping[str, int]
+) -> Counter[tuple[datetime, str, str, str]]:
+    """One span's counts keyed by (hour, service, tool, rule) as the redactions table sums them."""
+    ts = record.ts if record is not None else None
+    hour = (ts or datetime.now().astimezone()).replace(minute=0, second=0, microsecond=0)
+    service = record.service if record is not None else "unknown_service"
+    tool = record.tool if record is not None else NON_TOOL
+    return Counter({(hour, service, tool, rule): n for rule, n in counts.items()})

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -390,6 +390,10 @@ class DuckDBStore:
         )
         return {(r[0], r[1], r[2]) for r in rows}
 
+    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], datetime]:
+        """The stored `received_at` of each of these calls' spans (see `stored_received_at`)."""
+        return stored_received_at(self.cursor(), calls)
+
     # ------------------------------------------------------------ retention
 
     def prune(self, older_than: timedelta, *, now: datetime | None = None) -> PruneReport:
@@ -420,6 +424,31 @@ class DuckDBStore:
             raise StoreError(StoreErrorKind.UNREADABLE, "not a store table", entry=table)
         row = self.cursor().execute(f"SELECT count(*) FROM {table}").fetchone()  # noqa: S608
         return int(row[0]) if row else 0
+
+
+def stored_received_at(
+    con: duckdb.DuckDBPyConnection, calls: Sequence[ToolCall]
+) -> dict[tuple[str, str], datetime]:
+    """When the stored row of each call's (trace_id, span_id) was received, if it is stored.
+
+    A row keeps the `received_at` of the export that stored it first, so a call whose own
+    differs was a replay.  A replay repeats its spans' times, so the search is bounded by
+    them and DuckDB's zone maps skip every row group outside that stretch.
+    """
+    if not calls:
+        return {}
+    keys = pa.table(
+        {"trace_id": [c.trace_id for c in calls], "span_id": [c.span_id for c in calls]}
+    )
+    bounds = {"lo": min(c.ts for c in calls), "hi": max(c.ts for c in calls)}
+    _errscope_keys = keys.__arrow_c_stream__()  # read by DuckDB's replacement scan
+    rows = con.execute(
+        "SELECT t.trace_id, t.span_id, t.received_at FROM tool_calls t "
+        "JOIN _errscope_keys k ON t.trace_id = k.trace_id AND t.span_id = k.span_id "
+        "WHERE t.ts BETWEEN $lo AND $hi",
+        bounds,
+    ).fetchall()
+    return {(trace_id, span_id): received_at for trace_id, span_id, received_at in rows}
 
 
 def open_store(

@@ -12,7 +12,7 @@ refused with `StoreError(BAD_URL)` naming what is wrong; a password in it is nev
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol
@@ -52,6 +52,10 @@ class Store(Protocol):
 
     def known_versions(self) -> set[tuple[str, str, str | None]]:
         """Every (service, version, environment) with a deploy row."""
+        ...
+
+    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], datetime]:
+        """When the stored copy of each call's span was received (to recognise replays)."""
         ...
 
     def prune(self, older_than: timedelta, *, now: datetime | None = None) -> PruneReport:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -10,12 +11,14 @@ import pytest
 
 from collector.errors import StoreError, StoreErrorKind
 from collector.lake import DuckLakeStore
+from collector.pipeline import Processed
 from collector.record import (
     Deploy,
     RedactionCount,
     TracebackSample,
     tool_calls_to_arrow,
 )
+from collector.sink import StoreBatch, StoreSink
 from collector.store import SCHEMA_VERSION, DuckDBStore
 from queries.runner import run_query
 from tests.factories import T0, make_call
@@ -53,6 +56,40 @@ def test_append_tool_calls_counts_new_rows_like_the_file_store(
 
     on_lake, on_file = _both(lake_store, run)
     assert on_lake == on_file == (expected, sum(expected))
+
+
+@pytest.mark.parametrize(
+    ("batches", "expected"),
+    [
+        pytest.param([[(0, 1), (1, 1)]], [2], id="fresh-batch"),
+        # A client retrying an export that was committed: the same spans, received later.
+        pytest.param([[(0, 1), (1, 1)], [(0, 2), (1, 2)]], [2, 2], id="full-replay"),
+        pytest.param([[(0, 1), (1, 1)], [(1, 2), (2, 2)]], [2, 3], id="partial-replay"),
+        # Two deliveries of one span grouped into the same commit.
+        pytest.param([[(0, 1), (0, 2), (1, 1)]], [2], id="replay-inside-batch"),
+    ],
+)
+def test_replayed_calls_add_no_redaction_counts(
+    lake_store: DuckLakeStore, batches: list[list[tuple[int, int]]], expected: list[int]
+) -> None:
+    """A replayed span's redaction counts are stored once, like the span (lake and file)."""
+    calls = [make_call() for _ in range(3)]
+
+    def run(store: AnyStore) -> list[int]:
+        sink = StoreSink(store)
+        totals = []
+        for batch in batches:
+            pending = StoreBatch()
+            for index, delivery in batch:
+                call = replace(calls[index], received_at=T0 + timedelta(hours=delivery))
+                pending.add(Processed(record=call, redactions={"github-pat": 1}))
+            sink.write(pending)
+            row = store.cursor().execute("SELECT sum(count) FROM redactions").fetchone()
+            totals.append(int(row[0]) if row and row[0] is not None else 0)
+        return totals
+
+    on_lake, on_file = _both(lake_store, run)
+    assert on_lake == on_file == expected
 
 
 def test_append_tool_calls_takes_arrow_tables(lake_store: DuckLakeStore) -> None:

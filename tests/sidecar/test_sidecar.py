@@ -209,6 +209,36 @@ def _post(
             return exc.code, exc.read(), dict(exc.headers)
 
 
+def _tool_redactions(store: Path) -> dict[tuple[str, str], int]:
+    con = duckdb.connect(str(store), read_only=True)
+    rows = con.execute(
+        "SELECT tool, rule, sum(count) FROM redactions WHERE tool <> '_non_tool' GROUP BY ALL"
+    ).fetchall()
+    con.close()
+    return {(tool, rule): int(n) for tool, rule, n in rows}
+
+
+def test_a_replayed_export_is_counted_once(tmp_path: Path) -> None:
+    """A client re-sending an acknowledged export (here by the other protocol) adds no row and
+    no redaction count of a tool call; the counts equal those of one delivery."""
+    spans = finished_spans(tool_specs("replay"), RESOURCE)
+    once, twice = tmp_path / "once.duckdb", tmp_path / "twice.duckdb"
+    with sidecar(once) as served:
+        assert send(http_exporter(served), spans)
+    with sidecar(twice) as served:
+        assert send(http_exporter(served), spans)
+        assert send(grpc_exporter(served), spans)
+    counts = []
+    for store in (once, twice):
+        con = duckdb.connect(str(store), read_only=True)
+        counts.append(con.execute("SELECT count(*) FROM tool_calls").fetchone())
+        con.close()
+    assert counts == [(4,), (4,)]
+    expected = _tool_redactions(once)
+    assert sum(expected.values()) >= 3  # the token, the database URL and the OpenAI key
+    assert _tool_redactions(twice) == expected
+
+
 def test_http_answers_per_otlp_spec(tmp_path: Path) -> None:
     """400 for undecodable, 415 for other types, 413 over the limit (also after gzip), partial success for bad ids."""
     with sidecar(tmp_path / "s.duckdb", "--max-body-bytes", "100000") as served:
