@@ -311,7 +311,7 @@ class Sidecar:
             return IngestResult(accepted=False, reason="not_committed")
         return IngestResult(accepted=True, rejected=rejected)
 
-    def _process(self, decode: Callable[[], Decoded]) -> _Processed:
+    def _process(self, decode: Callable[[], Decoded]) -> _ProcessedRequest:
         """Decode one request and run its spans through the pipeline."""
         decoded = decode()
         received_at = datetime.now(UTC)
@@ -322,7 +322,7 @@ class Sidecar:
             batch.add(processed)
             if processed.forward is not None:
                 forward.append(processed.forward)
-        return _Processed(
+        return _ProcessedRequest(
             batch=batch,
             forward=forward,
             received=len(decoded.spans) + decoded.rejected,
@@ -466,7 +466,7 @@ def _retry_info_metadata() -> list[tuple[str, bytes]]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Processed:
+class _ProcessedRequest:
     """What one request leaves after the pipeline; its decoded spans are not kept."""
 
     batch: StoreBatch
