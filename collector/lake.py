@@ -843,8 +843,8 @@ class DuckLakeStore:
         )
         return {(r[0], r[1], r[2]) for r in rows}
 
-    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], datetime]:
-        """The stored `received_at` of each of these calls' spans: the copy that was kept."""
+    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], set[datetime]]:
+        """The stored `received_at` of each of these calls' spans (see `stored_received_at`)."""
         try:
             return stored_received_at(self.cursor(), calls)
         except duckdb.Error as exc:

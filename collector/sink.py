@@ -30,7 +30,7 @@ class Store(Protocol):
     def add_redactions(self, counts: list[RedactionCount]) -> int: ...
     def add_deploys(self, deploys: list[Deploy]) -> int: ...
     def known_versions(self) -> set[tuple[str, str, str | None]]: ...
-    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], datetime]: ...
+    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], set[datetime]]: ...
     def close(self) -> None: ...
 
 
@@ -112,11 +112,12 @@ class StoreSink:
         """Commit the batch: calls first (the acknowledgement depends on them), then the rest.
 
         Redaction counts of calls that were stored before (a client's retry of an export
-        that had been committed) are left out, so a replay adds nothing anywhere.
+        that had been committed) are left out, so a replay adds nothing anywhere.  They
+        are written right after the calls: should that fail (a full disk), the export is
+        not acknowledged, and its retry finds the calls stored and so skips their counts.
         """
         with self._lock:
             calls = self.store.append_tool_calls(batch.calls) if batch.calls else 0
-            tracebacks = self.store.append_tracebacks(batch.tracebacks) if batch.tracebacks else 0
             redactions = batch.redactions
             if calls < len(batch.calls) and batch.call_redactions:
                 redactions = redactions - self._replayed_redactions(batch)
@@ -125,6 +126,7 @@ class StoreSink:
                 for (hour, service, tool, rule), n in redactions.items()
             ]
             stored_redactions = self.store.add_redactions(counts) if counts else 0
+            tracebacks = self.store.append_tracebacks(batch.tracebacks) if batch.tracebacks else 0
             new = [
                 Deploy(service=s, version=v, environment=e, ts=ts, source="auto")
                 for (s, v, e), ts in batch.versions.items()
@@ -135,19 +137,21 @@ class StoreSink:
         return WriteResult(calls, tracebacks, stored_redactions, deploys)
 
     def _replayed_redactions(self, batch: StoreBatch) -> Counter[tuple[datetime, str, str, str]]:
-        """The redaction counts of the batch's calls whose span was already stored.
+        """The redaction counts of the batch's calls whose span another delivery stored.
 
-        The stored row keeps the `received_at` of the export that stored it; a call with
-        another one, or a second copy of a span in this batch, is a replay.
+        A stored row keeps the `received_at` of the export that stored it: per span, the one
+        call carrying that value counts, and every other copy (an earlier delivery's retry,
+        or a second delivery grouped into this batch) is a replay.
         """
         stored = self.store.received_at_of([call for call, _ in batch.call_redactions])
         replayed: Counter[tuple[datetime, str, str, str]] = Counter()
-        seen: set[tuple[str, str]] = set()
+        counted: set[tuple[str, str]] = set()
         for call, counts in batch.call_redactions:
             key = (call.trace_id, call.span_id)
-            if key in seen or stored.get(key) != call.received_at:
+            if key not in counted and call.received_at in stored.get(key, ()):
+                counted.add(key)
+            else:
                 replayed.update(_redaction_keys(call, counts))
-            seen.add(key)
         return replayed
 
 

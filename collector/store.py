@@ -390,9 +390,14 @@ class DuckDBStore:
         )
         return {(r[0], r[1], r[2]) for r in rows}
 
-    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], datetime]:
+    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], set[datetime]]:
         """The stored `received_at` of each of these calls' spans (see `stored_received_at`)."""
-        return stored_received_at(self.cursor(), calls)
+        try:
+            return stored_received_at(self.cursor(), calls)
+        except duckdb.Error as exc:
+            raise StoreError(
+                StoreErrorKind.UNREADABLE, f"read failed ({type(exc).__name__})", entry=self.path
+            ) from exc
 
     # ------------------------------------------------------------ retention
 
@@ -428,12 +433,14 @@ class DuckDBStore:
 
 def stored_received_at(
     con: duckdb.DuckDBPyConnection, calls: Sequence[ToolCall]
-) -> dict[tuple[str, str], datetime]:
-    """When the stored row of each call's (trace_id, span_id) was received, if it is stored.
+) -> dict[tuple[str, str], set[datetime]]:
+    """Every stored `received_at` of each call's (trace_id, span_id) that is stored.
 
-    A row keeps the `received_at` of the export that stored it first, so a call whose own
-    differs was a replay.  A replay repeats its spans' times, so the search is bounded by
-    them and DuckDB's zone maps skip every row group outside that stretch.
+    A row keeps the `received_at` of the export that stored it, so a call whose own is not
+    among them was a replay.  A DuckLake may hold two copies of a span for a moment (two
+    sidecars committed it at once; the later removes its own), hence a set.  A replay
+    repeats its spans' times, so the search is bounded by them and DuckDB's zone maps skip
+    every row group outside that stretch.
     """
     if not calls:
         return {}
@@ -448,7 +455,10 @@ def stored_received_at(
         "WHERE t.ts BETWEEN $lo AND $hi",
         bounds,
     ).fetchall()
-    return {(trace_id, span_id): received_at for trace_id, span_id, received_at in rows}
+    stored: dict[tuple[str, str], set[datetime]] = {}
+    for trace_id, span_id, received_at in rows:
+        stored.setdefault((trace_id, span_id), set()).add(received_at)
+    return stored
 
 
 def open_store(

@@ -54,7 +54,7 @@ class Store(Protocol):
         """Every (service, version, environment) with a deploy row."""
         ...
 
-    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], datetime]:
+    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], set[datetime]]:
         """When the stored copy of each call's span was received (to recognise replays)."""
         ...
 
