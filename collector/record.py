@@ -352,6 +352,17 @@ def _text_rules(
     ]
 
 
+def _hex_rule(column: str, pattern: re.Pattern[str], digits: int) -> _ColumnRule:
+    return _ColumnRule(
+        column,
+        RecordErrorKind.BAD_ID,
+        f"not {digits} lower-case hex digits",
+        pattern=pattern.pattern,
+        chars=_HEX_CHARS,
+        lengths=(digits, digits),
+    )
+
+
 def _id_rules(column: str) -> list[_ColumnRule]:
     too_long, pattern = _text_rules(column, _ID_RE, RecordErrorKind.BAD_ID, MAX_ID_CHARS)
     return [too_long, replace(pattern, chars=_ID_CHARS, lengths=(1, None))]
@@ -372,22 +383,8 @@ _TOOL_CALL_RULES: Final = (
     *_text_rules("code", _CODE_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),
     *_text_rules("field", _FIELD_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),
     *_text_rules("raw_code", _RAW_CODE_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),
-    _ColumnRule(
-        "trace_id",
-        RecordErrorKind.BAD_ID,
-        "not 32 lower-case hex digits",
-        pattern=_HEX32_RE.pattern,
-        chars=_HEX_CHARS,
-        lengths=(32, 32),
-    ),
-    _ColumnRule(
-        "span_id",
-        RecordErrorKind.BAD_ID,
-        "not 16 lower-case hex digits",
-        pattern=_HEX16_RE.pattern,
-        chars=_HEX_CHARS,
-        lengths=(16, 16),
-    ),
+    _hex_rule("trace_id", _HEX32_RE, 32),
+    _hex_rule("span_id", _HEX16_RE, 16),
     *(rule for column in ("call_id", "session_id", "correlation_id") for rule in _id_rules(column)),
     *_text_rules("convention", _CODE_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),
     *_text_rules("source", _CODE_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),

@@ -65,7 +65,7 @@ class StoreBatch:
         if processed.traceback is not None:
             self.tracebacks.append(processed.traceback)
         if processed.redactions:
-            self.redactions.update(_redaction_keys(record, processed.redactions))
+            _add_counts(self.redactions, record, processed.redactions)
             if record is not None:
                 self.call_redactions.append((record, processed.redactions))
 
@@ -151,16 +151,19 @@ class StoreSink:
             if key not in counted and call.received_at in stored.get(key, ()):
                 counted.add(key)
             else:
-                replayed.update(_redaction_keys(call, counts))
+                _add_counts(replayed, call, counts)
         return replayed
 
 
-def _redaction_keys(
-    record: ToolCall | None, counts: Mapping[str, int]
-) -> Counter[tuple[datetime, str, str, str]]:
-    """One span's counts keyed by (hour, service, tool, rule) as the redactions table sums them."""
+def _add_counts(
+    into: Counter[tuple[datetime, str, str, str]],
+    record: ToolCall | None,
+    counts: Mapping[str, int],
+) -> None:
+    """Add one span's counts under (hour, service, tool, rule): how the table sums them."""
     ts = record.ts if record is not None else None
     hour = (ts or datetime.now().astimezone()).replace(minute=0, second=0, microsecond=0)
     service = record.service if record is not None else "unknown_service"
     tool = record.tool if record is not None else NON_TOOL
-    return Counter({(hour, service, tool, rule): n for rule, n in counts.items()})
+    for rule, count in counts.items():
+        into[(hour, service, tool, rule)] += count

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -276,23 +277,10 @@ def test_auth_on_ingest_and_api(tmp_path: Path) -> None:
         assert len(served.query("error_rates", token=TOKEN, since="1h")) >= 1
 
 
-def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path) -> None:
-    """Binding 0.0.0.0 without a token exits 2 with one line, unless --insecure."""
-    import subprocess
-
+def _refused_start(*args: str) -> str:
+    """Run `errscope serve` with these flags; it must exit 2 without a traceback. Its stderr."""
     result = subprocess.run(
-        [
-            *ERRSCOPE,
-            "serve",
-            "--otlp-http",
-            "0.0.0.0:0",
-            "--otlp-grpc",
-            "off",
-            "--api",
-            "off",
-            "--store",
-            str(tmp_path / "s.duckdb"),
-        ],
+        [*ERRSCOPE, "serve", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -300,27 +288,31 @@ def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path) -> Non
         env={"PATH": "/usr/bin:/bin"},
     )
     assert result.returncode == 2
-    assert result.stderr.strip().startswith(
+    assert "Traceback" not in result.stderr
+    return result.stderr.strip()
+
+
+def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path) -> None:
+    """Binding 0.0.0.0 without a token exits 2 with one line, unless --insecure."""
+    stderr = _refused_start(
+        "--otlp-http",
+        "0.0.0.0:0",
+        "--otlp-grpc",
+        "off",
+        "--api",
+        "off",
+        "--store",
+        str(tmp_path / "s.duckdb"),
+    )
+    assert stderr.startswith(
         "error[bad_value] otlp-http: binding a non-loopback address needs a token"
     )
-    assert "Traceback" not in result.stderr
 
 
 def test_bad_store_memory_refuses_to_start(tmp_path: Path) -> None:
     """A --store-memory DuckDB cannot read exits 2 with one line naming the flag."""
-    import subprocess
-
-    result = subprocess.run(
-        [*ERRSCOPE, "serve", "--store-memory", "lots", "--store", str(tmp_path / "s.duckdb")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={"PATH": "/usr/bin:/bin"},
-    )
-    assert result.returncode == 2
-    assert result.stderr.strip().startswith("error[bad_value] store-memory: not a memory size")
-    assert "Traceback" not in result.stderr
+    stderr = _refused_start("--store-memory", "lots", "--store", str(tmp_path / "s.duckdb"))
+    assert stderr.startswith("error[bad_value] store-memory: not a memory size")
 
 
 def test_query_api_arrow_and_errors(tmp_path: Path) -> None:
