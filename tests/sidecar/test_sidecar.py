@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
+import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -336,6 +337,49 @@ def test_query_api_arrow_and_errors(tmp_path: Path) -> None:
         status, body = served.get("/v1/query/error_rates?sql=select+1")
         assert status == 400
         assert json.loads(body)["error"] == "unknown_param"
+
+
+def test_the_sidecar_never_loads_pandas(tmp_path: Path) -> None:
+    """Ingest over both transports, queries as JSON and Arrow and a deploy mark leave pandas
+    unloaded (~33 MiB of RSS), and every answer is still right without it."""
+    import pyarrow.ipc
+
+    with sidecar(tmp_path / "s.duckdb") as served:
+        assert send(http_exporter(served), finished_spans(tool_specs("h"), RESOURCE))
+        assert send(grpc_exporter(served), finished_spans(tool_specs("g"), RESOURCE))
+        for tag in ("h", "g"):  # the one invoke_agent span of each export is not a tool call
+            rows = served.query("calls_by_correlation", id=f"call_bad_{tag}", since="1h")
+            assert [(r["code"], r["field"]) for r in rows] == [("invalid_args", "job_id")]
+        status, body = served.get(
+            "/v1/query/deploy_markers?since=1h", accept="application/vnd.apache.arrow.stream"
+        )
+        assert status == 200
+        assert pyarrow.ipc.open_stream(body).read_all().num_rows >= 1
+        maps = Path(f"/proc/{served.process.pid}/maps").read_text()
+        assert "/site-packages/pyarrow/" in maps  # the check can see a loaded library
+        assert "/site-packages/pandas/" not in maps
+
+
+def test_keep_pandas_out_makes_pandas_unimportable() -> None:
+    """In a fresh interpreter: pandas fails to import, DuckDB and pyarrow carry on."""
+    script = (
+        "from collector.serve import keep_pandas_out\n"
+        "assert keep_pandas_out() is True\n"
+        "import duckdb, pyarrow as pa\n"
+        "con = duckdb.connect()\n"
+        "assert con.execute('select $x + 1', {'x': 41}).fetchone() == (42,)\n"
+        "numbers = pa.table({'a': pa.array([1, 2, 3])})\n"
+        "assert con.execute('select sum(a) from numbers').fetchone() == (6,)\n"
+        "try:\n"
+        "    import pandas\n"
+        "except ImportError:\n"
+        "    print('refused')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "refused"
 
 
 def test_deploy_marks(tmp_path: Path) -> None:
