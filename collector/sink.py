@@ -112,28 +112,40 @@ class StoreSink:
         """Commit the batch: calls first (the acknowledgement depends on them), then the rest.
 
         Redaction counts of calls that were stored before (a client's retry of an export
-        that had been committed) are left out, so a replay adds nothing anywhere.  They
-        are written right after the calls: should that fail (a full disk), the export is
-        not acknowledged, and its retry finds the calls stored and so skips their counts.
+        that had been committed) are left out, so a replay adds nothing anywhere.  On a
+        store that can (the DuckDB file), the whole batch is one transaction, so a failure
+        part-way (a full disk) stores nothing and the client's retry stores it all.  A
+        DuckLake commits each table on its own: should the counts fail after the calls
+        were stored, the export is not acknowledged, and its retry, finding the calls
+        stored, skips their counts.
         """
         with self._lock:
-            calls = self.store.append_tool_calls(batch.calls) if batch.calls else 0
-            redactions = batch.redactions
-            if calls < len(batch.calls) and batch.call_redactions:
-                redactions = redactions - self._replayed_redactions(batch)
-            counts = [
-                RedactionCount(hour=hour, service=service, tool=tool, rule=rule, count=n)
-                for (hour, service, tool, rule), n in redactions.items()
-            ]
-            stored_redactions = self.store.add_redactions(counts) if counts else 0
-            tracebacks = self.store.append_tracebacks(batch.tracebacks) if batch.tracebacks else 0
             new = [
                 Deploy(service=s, version=v, environment=e, ts=ts, source="auto")
                 for (s, v, e), ts in batch.versions.items()
                 if (s, v, e) not in self._known
             ]
-            deploys = self.store.add_deploys(new) if new else 0
+            atomically = getattr(self.store, "atomically", None)
+            if atomically is None:
+                result = self._write(batch, new)
+            else:
+                result = atomically(lambda: self._write(batch, new))
             self._known.update((d.service, d.version, d.environment) for d in new)
+        return result
+
+    def _write(self, batch: StoreBatch, new_deploys: list[Deploy]) -> WriteResult:
+        """Every append of one batch; may run twice (see `DuckDBStore.atomically`)."""
+        calls = self.store.append_tool_calls(batch.calls) if batch.calls else 0
+        redactions = batch.redactions
+        if calls < len(batch.calls) and batch.call_redactions:
+            redactions = redactions - self._replayed_redactions(batch)
+        counts = [
+            RedactionCount(hour=hour, service=service, tool=tool, rule=rule, count=n)
+            for (hour, service, tool, rule), n in redactions.items()
+        ]
+        stored_redactions = self.store.add_redactions(counts) if counts else 0
+        tracebacks = self.store.append_tracebacks(batch.tracebacks) if batch.tracebacks else 0
+        deploys = self.store.add_deploys(new_deploys) if new_deploys else 0
         return WriteResult(calls, tracebacks, stored_redactions, deploys)
 
     def _replayed_redactions(self, batch: StoreBatch) -> Counter[tuple[datetime, str, str, str]]:

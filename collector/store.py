@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -66,6 +66,8 @@ __all__ = [
     "migrations",
     "open_store",
 ]
+
+T = TypeVar("T")
 
 _MIGRATION_RE: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
 _LOCKED_HINT: Final = (
@@ -180,7 +182,10 @@ class DuckDBStore:
             self._con = duckdb.connect(self.path, read_only=read_only)
         except duckdb.Error as exc:
             raise _map_open_error(exc, self.path) from exc
-        self._write_lock = threading.Lock()
+        # Re-entrant: the appends inside `atomically` take it again on the same thread.
+        self._write_lock = threading.RLock()
+        self._atomic_thread: int | None = None  # the thread inside `atomically`, if any
+        self._replaying = False  # `atomically`'s second run: calls go in with OR IGNORE
         self._closed = False
         if memory_limit is not None:
             if not is_memory_size(memory_limit):
@@ -280,14 +285,17 @@ class DuckDBStore:
                 StoreErrorKind.WRITE_FAILED, "store is open read-only", entry=self.path
             )
         with self._write_lock:
+            # Inside `atomically` a statement joins its transaction, which commits or rolls
+            # back the whole.
+            begin = transaction and not self._in_atomic()
             try:
-                if transaction:
+                if begin:
                     self._con.execute("BEGIN TRANSACTION")
                 yield self._con
-                if transaction:
+                if begin:
                     self._con.execute("COMMIT")
             except duckdb.Error as exc:
-                if transaction:
+                if begin:
                     self._safe_rollback()
                 raise StoreError(
                     StoreErrorKind.WRITE_FAILED,
@@ -295,9 +303,45 @@ class DuckDBStore:
                     entry=self.path,
                 ) from exc
             except BaseException:
-                if transaction:
+                if begin:
                     self._safe_rollback()
                 raise
+
+    def _in_atomic(self) -> bool:
+        return self._atomic_thread == threading.get_ident()
+
+    def atomically(self, body: Callable[[], T]) -> T:
+        """Run `body`'s appends as one transaction: every row is stored, or none is.
+
+        The sidecar writes a batch's calls and its redaction counts this way, so a failure
+        between the two (a full disk) cannot leave the calls stored and the counts lost:
+        the export is not acknowledged, and its retry writes both.  When a replayed span
+        trips the primary key (which aborts the transaction), `body` runs once more in a
+        new one, with the calls inserted OR IGNORE.  `body` must be safe to run twice.
+        """
+        with self._write_lock:
+            for replaying in (False, True):
+                self._atomic_thread, self._replaying = threading.get_ident(), replaying
+                try:
+                    self._con.execute("BEGIN TRANSACTION")
+                    result = body()
+                    self._con.execute("COMMIT")
+                except BaseException as exc:
+                    self._safe_rollback()
+                    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+                    if replaying or not isinstance(cause, duckdb.ConstraintException):
+                        if isinstance(exc, duckdb.Error):
+                            raise StoreError(
+                                StoreErrorKind.WRITE_FAILED,
+                                f"write failed ({type(exc).__name__})",
+                                entry=self.path,
+                            ) from exc
+                        raise
+                else:
+                    return result
+                finally:
+                    self._atomic_thread, self._replaying = None, False
+        raise AssertionError("unreachable: the second run returns or raises")  # pragma: no cover
 
     def _safe_rollback(self) -> None:
         # No transaction open (it failed to begin) means nothing to undo.
@@ -349,10 +393,13 @@ class DuckDBStore:
                 validate_tool_calls(table)
             else:
                 table = tool_calls_to_arrow(calls)
+            if self._replaying:
+                return self._insert("tool_calls", table, verb="INSERT OR IGNORE")
             try:
                 return self._insert("tool_calls", table)
             except StoreError as exc:
-                if not isinstance(exc.__cause__, duckdb.ConstraintException):
+                # Inside `atomically` the refusal aborted its transaction: it starts over.
+                if self._in_atomic() or not isinstance(exc.__cause__, duckdb.ConstraintException):
                     raise
             return self._insert("tool_calls", table, verb="INSERT OR IGNORE")
 
@@ -392,8 +439,10 @@ class DuckDBStore:
 
     def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], set[datetime]]:
         """The stored `received_at` of each of these calls' spans (see `stored_received_at`)."""
+        # Inside `atomically` only its own connection sees the rows it has just inserted.
+        con = self._con if self._in_atomic() else self.cursor()
         try:
-            return stored_received_at(self.cursor(), calls)
+            return stored_received_at(con, calls)
         except duckdb.Error as exc:
             raise StoreError(
                 StoreErrorKind.UNREADABLE, f"read failed ({type(exc).__name__})", entry=self.path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collector.errors import RecordError, RecordErrorKind, StoreError, StoreErrorKind
+from collector.pipeline import Processed
 from collector.record import (
     TOOL_CALLS_SCHEMA,
     Deploy,
@@ -20,6 +22,7 @@ from collector.record import (
     TracebackSample,
     validate_tool_calls,
 )
+from collector.sink import StoreBatch, StoreSink
 from collector.store import SCHEMA_VERSION, DuckDBStore, migrations, open_store
 from tests.factories import T0, held_by_another_process, make_call
 
@@ -312,3 +315,71 @@ def test_memory_limit_bounds_duckdb(tmp_path: Path) -> None:
             StoreErrorKind.BAD_SETTING,
             "memory_limit",
         )
+
+
+class _CountsFailOnce(DuckDBStore):
+    """A DuckDB file whose next redaction insert fails, as on a disk that just filled."""
+
+    fail_counts = True
+
+    def add_redactions(self, counts: Iterable[RedactionCount]) -> int:
+        if self.fail_counts:
+            self.fail_counts = False
+            raise StoreError(StoreErrorKind.WRITE_FAILED, "write failed (IOException)")
+        return super().add_redactions(counts)
+
+
+def _sums(store: DuckDBStore) -> tuple[int, int, int]:
+    con = store.cursor()
+    calls = con.execute("SELECT count(*) FROM tool_calls").fetchone()
+    counts = con.execute("SELECT coalesce(sum(count), 0) FROM redactions").fetchone()
+    tracebacks = con.execute("SELECT count(*) FROM tracebacks").fetchone()
+    assert calls is not None
+    assert counts is not None
+    assert tracebacks is not None
+    return int(calls[0]), int(counts[0]), int(tracebacks[0])
+
+
+@pytest.mark.parametrize("replayed", [False, True], ids=["fresh", "with-a-replayed-span"])
+def test_a_batch_failing_part_way_stores_nothing_and_its_retry_stores_it_once(
+    tmp_path: Path, replayed: bool
+) -> None:
+    """Calls, counts and tracebacks of one batch commit together: a failure after the calls
+    leaves nothing stored (no counts lost to the retry), and the retry stores each once."""
+    store = _CountsFailOnce(tmp_path / "s.duckdb")
+    sink = StoreSink(store)
+    earlier = make_call()
+    if replayed:  # a span of this export that an earlier delivery stored
+        store.append_tool_calls([earlier])
+    calls = [make_call() for _ in range(3)] + ([earlier] if replayed else [])
+
+    def delivery(n: int) -> StoreBatch:
+        """The export as the sidecar's n-th receipt of it builds it."""
+        batch = StoreBatch()
+        for original in calls:
+            call = replace(original, received_at=original.received_at + timedelta(minutes=n))
+            sample = TracebackSample(
+                ts=call.ts,
+                service=call.service,
+                tool=call.tool,
+                trace_id=call.trace_id,
+                span_id=call.span_id,
+                exception_type="KeyError",
+                fingerprint="fp",
+                text="Traceback: KeyError",
+            )
+            batch.add(Processed(record=call, traceback=sample, redactions={"github-pat": 2}))
+        return batch
+
+    before = _sums(store)
+    with pytest.raises(StoreError):
+        sink.write(delivery(1))
+    assert _sums(store) == before
+    result = sink.write(delivery(2))
+    assert (result.calls, result.tracebacks) == (3, len(calls))
+    # Three new calls with two masked values each; the replayed span's were counted before.
+    after = (before[0] + 3, 6, len(calls))
+    assert _sums(store) == after
+    assert sink.write(delivery(3)).calls == 0  # the client retries once more
+    assert _sums(store) == after
+    store.close()
