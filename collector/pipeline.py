@@ -95,6 +95,9 @@ class Processed:
     redactions: Mapping[str, int] = field(default_factory=dict)
     failed: bool = False
     rejected: str | None = None  # why the span was refused (bad ids): partial success
+    # Where a span with no record counted its redactions: its service and start time.
+    service: str | None = None
+    ts: datetime | None = None
 
 
 class _Counts:
@@ -442,7 +445,15 @@ class Pipeline:
             links=self._links(view.links, counts, policy),
             **self._scrub_origin(view, counts, policy),
         )
-        return Processed(forward=forward, redactions=dict(counts.by_rule))
+        if not counts.by_rule:
+            return Processed(forward=forward)
+        service = self._label(_first_text(view.resource, sc.SERVICE_NAME)) or UNKNOWN_SERVICE
+        return Processed(
+            forward=forward,
+            redactions=dict(counts.by_rule),
+            service=service,
+            ts=_ns_to_dt(view.start_ns),
+        )
 
     # ---------------------------------------------------------------- scrubbing helpers
 

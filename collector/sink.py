@@ -13,10 +13,10 @@ import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol
 
-from collector.pipeline import NON_TOOL, Processed
+from collector.pipeline import NON_TOOL, UNKNOWN_SERVICE, Processed
 from collector.record import Deploy, RedactionCount, ToolCall, TracebackSample
 
 __all__ = ["Store", "StoreBatch", "StoreSink", "WriteResult"]
@@ -65,7 +65,7 @@ class StoreBatch:
         if processed.traceback is not None:
             self.tracebacks.append(processed.traceback)
         if processed.redactions:
-            _add_counts(self.redactions, record, processed.redactions)
+            _add_counts(self.redactions, record or processed, processed.redactions)
             if record is not None:
                 self.call_redactions.append((record, processed.redactions))
 
@@ -169,13 +169,19 @@ class StoreSink:
 
 def _add_counts(
     into: Counter[tuple[datetime, str, str, str]],
-    record: ToolCall | None,
+    origin: ToolCall | Processed,
     counts: Mapping[str, int],
 ) -> None:
-    """Add one span's counts under (hour, service, tool, rule): how the table sums them."""
-    ts = record.ts if record is not None else None
-    hour = (ts or datetime.now().astimezone()).replace(minute=0, second=0, microsecond=0)
-    service = record.service if record is not None else "unknown_service"
-    tool = record.tool if record is not None else NON_TOOL
+    """Add one span's counts under (hour, service, tool, rule): how the table sums them.
+
+    `origin` is the span's record, or for a span with none (not a tool call) what
+    `Processed` says of it: the counts are filed under its service and `NON_TOOL`.
+    """
+    ts: datetime | None
+    if isinstance(origin, ToolCall):
+        ts, service, tool = origin.ts, origin.service, origin.tool
+    else:
+        ts, service, tool = origin.ts, origin.service or UNKNOWN_SERVICE, NON_TOOL
+    hour = (ts or datetime.now(UTC)).replace(minute=0, second=0, microsecond=0)
     for rule, count in counts.items():
         into[(hour, service, tool, rule)] += count

@@ -19,6 +19,7 @@ from tests.pipeline.spans import (
     GITHUB_TOKEN,
     OPENAI_KEY,
     PLANTED,
+    RESOURCE,
     args_json,
     make_span,
     real_exception,
@@ -791,3 +792,28 @@ def test_second_pass_agrees_with_first() -> None:
         first.record.convention,
         first.record.tool,
     )
+
+
+def test_non_tool_redactions_are_filed_under_their_service_and_hour() -> None:
+    """A non-tool span's masked values count under its service and its start's hour."""
+    from collector.pipeline import NON_TOOL
+    from collector.sink import StoreBatch
+
+    span = make_span(
+        "invoke_agent weather_agent",
+        {"gen_ai.operation.name": "invoke_agent", "prompt": f"use {OPENAI_KEY}"},
+    )
+    out = Pipeline().process(from_readable(span))
+    assert out.record is None
+    assert (out.service, out.redactions) == (RESOURCE["service.name"], {"openai-api-key": 1})
+    assert out.ts is not None
+    assert span.start_time is not None
+    assert out.ts.timestamp() == pytest.approx(span.start_time / 1e9)
+    batch = StoreBatch()
+    batch.add(out)
+    hour = out.ts.replace(minute=0, second=0, microsecond=0)
+    assert dict(batch.redactions) == {
+        (hour, RESOURCE["service.name"], NON_TOOL, "openai-api-key"): 1
+    }
+    clean = make_span("invoke_agent weather_agent", {"gen_ai.operation.name": "invoke_agent"})
+    assert Pipeline().process(from_readable(clean)).service is None  # nothing counted
