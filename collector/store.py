@@ -297,11 +297,7 @@ class DuckDBStore:
             except duckdb.Error as exc:
                 if begin:
                     self._safe_rollback()
-                raise StoreError(
-                    StoreErrorKind.WRITE_FAILED,
-                    f"write failed ({type(exc).__name__})",
-                    entry=self.path,
-                ) from exc
+                raise self._write_failed(exc) from exc
             except BaseException:
                 if begin:
                     self._safe_rollback()
@@ -309,6 +305,11 @@ class DuckDBStore:
 
     def _in_atomic(self) -> bool:
         return self._atomic_thread == threading.get_ident()
+
+    def _write_failed(self, exc: duckdb.Error) -> StoreError:
+        return StoreError(
+            StoreErrorKind.WRITE_FAILED, f"write failed ({type(exc).__name__})", entry=self.path
+        )
 
     def atomically(self, body: Callable[[], T]) -> T:
         """Run `body`'s appends as one transaction: every row is stored, or none is.
@@ -331,11 +332,7 @@ class DuckDBStore:
                     cause = exc.__cause__ if isinstance(exc, StoreError) else exc
                     if replaying or not isinstance(cause, duckdb.ConstraintException):
                         if isinstance(exc, duckdb.Error):
-                            raise StoreError(
-                                StoreErrorKind.WRITE_FAILED,
-                                f"write failed ({type(exc).__name__})",
-                                entry=self.path,
-                            ) from exc
+                            raise self._write_failed(exc) from exc
                         raise
                 else:
                     return result
@@ -393,7 +390,7 @@ class DuckDBStore:
                 validate_tool_calls(table)
             else:
                 table = tool_calls_to_arrow(calls)
-            if self._replaying:
+            if self._replaying and self._in_atomic():
                 return self._insert("tool_calls", table, verb="INSERT OR IGNORE")
             try:
                 return self._insert("tool_calls", table)
