@@ -33,6 +33,7 @@ __all__ = ["main"]
 
 EXIT_USAGE: Final = 2
 EXIT_INTERNAL: Final = 70
+EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as shells report it
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -54,6 +55,10 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
             sys.exit(EXIT_USAGE)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
+        except KeyboardInterrupt:
+            # Not click's "Aborted!" and exit 1, which `check` uses for "regression".
+            _stderr("error[interrupted] stopped by the user; no verdict")
+            sys.exit(EXIT_INTERRUPTED)
         except Exception as exc:
             if os.environ.get("ERRSCOPE_DEBUG") == "1":
                 raise

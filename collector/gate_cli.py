@@ -23,6 +23,7 @@ from typing import Any, Final, ParamSpec, TypeVar
 import click
 import pyarrow as pa
 
+from collector.catalog import load_catalog
 from collector.units import parse_duration, parse_time
 from queries.detect import DEFAULT_CONFIG, DeployReport, detect_all, detect_deploy, with_codes
 from queries.findings import Finding, Verdict, check_json, finding_dict, findings_json
@@ -81,11 +82,30 @@ def _as_of(text: str | None) -> datetime | None:
         raise click.BadParameter(str(exc), param_hint="--as-of") from None
 
 
-def _codes(text: str) -> tuple[str, ...]:
+def _codes(text: str, catalogs: Sequence[Path] = ()) -> tuple[str, ...]:
+    """The codes to test, each one the catalog knows: a typo must not make a gate pass."""
     codes = tuple(c.strip() for c in text.split(",") if c.strip())
-    if not codes or any(not c.replace("_", "").isalnum() or c == "ok" for c in codes):
+    if not codes:
         raise click.BadParameter("a comma-separated list of error codes", param_hint="--codes")
+    known = load_catalog(catalogs).codes
+    unknown = [c for c in codes if c not in known]
+    if unknown:
+        raise click.BadParameter(
+            f"not in the error catalog: {', '.join(unknown)} (known: {', '.join(known)}; "
+            "a code of your own needs --catalog FILE)",
+            param_hint="--codes",
+        )
     return codes
+
+
+def _catalog_option(func: Callable[P, R]) -> Callable[P, R]:
+    return click.option(
+        "--catalog",
+        "catalogs",
+        multiple=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="A user catalog file whose codes --codes may name (repeatable).",
+    )(func)
 
 
 def _source_options(func: Callable[P, R]) -> Callable[P, R]:
@@ -121,9 +141,15 @@ def _print_findings(items: Sequence[Finding], title: str) -> None:
 @click.option("--service", required=True, help="The deployed service.")
 @click.option("--version", "version", required=True, help="The version rolled out.")
 @click.option("--environment", help="Only this environment.")
-@click.option("--wait", default="0s", show_default=True, help="Wait up to this long (15m).")
+@click.option(
+    "--wait",
+    default="0s",
+    show_default=True,
+    help="Wait up to this long for a verdict, e.g. 15m (0s: judge once, now).",
+)
 @click.option("--interval", default="30s", show_default=True, help="How often to re-check.")
 @click.option("--codes", default=_DEFAULT_CODES, show_default=True, help="Codes to gate on.")
+@_catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (docs/detection.md).")
 @_source_options
 @_guarded
@@ -135,6 +161,7 @@ def check(
     wait: str,
     interval: str,
     codes: str,
+    catalogs: tuple[Path, ...],
     as_json: bool,
     db: Path | None,
     api: str | None,
@@ -150,7 +177,7 @@ def check(
     step = _duration(interval, "--interval")
     if step <= timedelta(0):
         raise click.BadParameter("must be positive", param_hint="--interval")
-    config = with_codes(DEFAULT_CONFIG, _codes(codes))
+    config = with_codes(DEFAULT_CONFIG, _codes(codes, catalogs))
     start = _as_of(as_of)
     source = _source(db, api, token)
     replay = start is not None
@@ -194,6 +221,7 @@ def check(
 @click.option("--service", help="Only this service.")
 @click.option("--environment", help="Only this environment.")
 @click.option("--codes", default=_DEFAULT_CODES, show_default=True, help="Codes tested on deploys.")
+@_catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (docs/detection.md).")
 @_source_options
 @_guarded
@@ -202,6 +230,7 @@ def findings(
     service: str | None,
     environment: str | None,
     codes: str,
+    catalogs: tuple[Path, ...],
     as_json: bool,
     db: Path | None,
     api: str | None,
@@ -209,7 +238,7 @@ def findings(
     as_of: str | None,
 ) -> None:
     """List current findings: deploy regressions, new signatures, spikes, loop misuse."""
-    config = with_codes(DEFAULT_CONFIG, _codes(codes))
+    config = with_codes(DEFAULT_CONFIG, _codes(codes, catalogs))
     source = _source(db, api, token)
     found = detect_all(
         source, as_of=_as_of(as_of), service=service, environment=environment, config=config

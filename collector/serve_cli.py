@@ -6,12 +6,12 @@ import json
 import os
 import urllib.error
 import urllib.request
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
 
-from collector.errors import ConfigError, ConfigErrorKind
+from collector.errors import ConfigError, ConfigErrorKind, StoreError, StoreErrorKind
 from collector.pipeline import NonToolPolicy
 from collector.record import Deploy
 from collector.serve import DEFAULT_STORE_MEMORY, ServeConfig, configure_logging, run
@@ -155,13 +155,24 @@ def deploy(
     def _go() -> None:
         try:
             ts = parse_time(when) if when else datetime.now(UTC)
-        except ValueError:
-            raise click.BadParameter("ISO 8601 or a duration ago", param_hint="--time") from None
+        except ValueError as exc:
+            raise click.BadParameter(
+                f"{exc} (ISO 8601 or a duration ago)", param_hint="--time"
+            ) from None
+        if ts > datetime.now(UTC) + timedelta(minutes=5):
+            raise click.BadParameter("in the future", param_hint="--time")
         mark = Deploy(
             service=service, version=version_, environment=environment, ts=ts, source="cli"
         )
         mark.validate()
         if db is not None:
+            if not db.exists():  # a mistyped path must not start a new, unread store
+                raise StoreError(
+                    StoreErrorKind.UNREADABLE,
+                    "database file does not exist",
+                    entry=str(db),
+                    hint="pass the path of a store written by `errscope serve` or `errscope run`",
+                )
             with DuckDBStore(db) as store:
                 store.add_deploys([mark])
             click.echo(f"marked {service} {version_} at {ts.isoformat()} in {db}")
@@ -186,9 +197,7 @@ def deploy(
             with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
                 response.read()
         except urllib.error.HTTPError as exc:
-            raise ConfigError(
-                ConfigErrorKind.BAD_VALUE, f"the sidecar answered HTTP {exc.code}", entry=url
-            ) from None
+            raise _refused(exc, url) from None
         except OSError as exc:
             raise ConfigError(
                 ConfigErrorKind.UNREADABLE,
@@ -199,3 +208,22 @@ def deploy(
         click.echo(f"marked {service} {version_} at {ts.isoformat()}")
 
     _go()
+
+
+def _refused(exc: urllib.error.HTTPError, url: str) -> ConfigError:
+    """The sidecar's own one-line reason for refusing a deploy mark, with the status."""
+    try:
+        answer = json.loads(exc.read(4096))
+        reason = str(answer.get("message") or answer.get("error") or "")[:200]
+    except (OSError, ValueError, AttributeError):
+        reason = ""
+    if exc.code == 401:
+        return ConfigError(
+            ConfigErrorKind.BAD_VALUE,
+            "the sidecar refused the token (HTTP 401)",
+            entry=url,
+            field="token",
+            hint="pass the sidecar's token with --token or ERRSCOPE_TOKEN",
+        )
+    message = f"the sidecar answered HTTP {exc.code}" + (f": {reason}" if reason else "")
+    return ConfigError(ConfigErrorKind.BAD_VALUE, message, entry=url)

@@ -170,7 +170,15 @@ class DuckDBStore:
         self.path = str(path)
         self.read_only = read_only
         if self.path != ":memory:" and not read_only:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    StoreErrorKind.UNREADABLE,
+                    f"cannot create the store's folder ({exc.strerror or type(exc).__name__})",
+                    entry=self.path,
+                    hint="pass a path in a writable folder",
+                ) from None
         if read_only and self.path != ":memory:" and not Path(self.path).exists():
             raise StoreError(
                 StoreErrorKind.UNREADABLE,

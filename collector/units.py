@@ -13,7 +13,10 @@ from typing import Final
 __all__ = ["parse_duration", "parse_time"]
 
 _DURATION_RE: Final = re.compile(r"(\d{1,9})(ms|s|m|h|d|w)")
+_DURATIONS_RE: Final = re.compile(r"(?:\d{1,9}(?:ms|s|m|h|d|w))+")
 _UNIT_S: Final = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# Past this a duration is a typo (and `now` minus it would leave datetime's range).
+_MAX_DURATION_S: Final = 1000 * 365 * 86400
 
 
 def parse_duration(text: str) -> timedelta:
@@ -30,6 +33,8 @@ def parse_duration(text: str) -> timedelta:
         pos = match.end()
     if pos != len(cleaned):
         raise ValueError("not a duration such as 30d, 12h, 15m or 90s")
+    if total > _MAX_DURATION_S:
+        raise ValueError("longer than 1,000 years")
     return timedelta(seconds=total)
 
 
@@ -39,11 +44,8 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
     current = now or datetime.now(UTC)
     if cleaned.lower() == "now":
         return current
-    if _DURATION_RE.match(cleaned.lower()):
-        try:
-            return current - parse_duration(cleaned)
-        except ValueError:
-            pass  # not a pure duration: try it as a timestamp below
+    if _DURATIONS_RE.fullmatch(cleaned.lower()):
+        return current - parse_duration(cleaned)
     try:
         parsed = datetime.fromisoformat(cleaned.replace("Z", "+00:00"))
     except ValueError:

@@ -6,7 +6,7 @@
 -- param: code text = null               -- only this code
 -- param: since timestamp                -- window start
 -- param: until timestamp                -- window end, exclusive
--- param: per_group integer = 5          -- at most this many ids per tool, code and field
+-- param: per_group integer 1..1000 = 5          -- at most this many ids per tool, code and field
 WITH failing AS (
     SELECT tool, code, field, ts, span_id, trace_id, call_id,
            coalesce(correlation_id, trace_id) AS correlation_id

@@ -6,9 +6,11 @@ Each file holds one query behind a header:
     -- returns: what one row means
     -- param: since timestamp = 24h          -- optional description
     -- param: id text                        (no default: required)
+    -- param: bucket_s integer 1..86400 = 60 (an integer's allowed range)
 
 Parameter types are `text`, `integer`, `float`, `boolean` and `timestamp` (ISO 8601, `now`,
 or a duration meaning that long ago).  A default of `null` makes a parameter optional.
+An integer without a range is a count or a size: 0 to 10^9.
 The loader refuses a parameter used in the SQL but not declared, or declared but unused.
 Values are always bound by DuckDB (`$name`), never formatted into SQL text; only named
 queries can run, so no SQL text ever comes from a caller.
@@ -44,8 +46,11 @@ __all__ = [
 
 _HEADER_RE: Final = re.compile(r"--\s*(name|returns|param):\s*(.*)")
 _PARAM_RE: Final = re.compile(
-    r"(?P<name>[a-z_][a-z0-9_]*)\s+(?P<type>[a-z]+)(?:\s*=\s*(?P<default>\S+))?\s*(?:--\s*(?P<doc>.*))?"
+    r"(?P<name>[a-z_][a-z0-9_]*)\s+(?P<type>[a-z]+)(?:\s+(?P<lo>\d+)\.\.(?P<hi>\d+))?"
+    r"(?:\s*=\s*(?P<default>\S+))?\s*(?:--\s*(?P<doc>.*))?"
 )
+# An integer parameter without a declared range: a count or a size, never negative.
+_INTEGER_RANGE: Final = (0, 10**9)
 _USE_RE: Final = re.compile(r"\$([a-z_][a-z0-9_]*)")
 _NAME_RE: Final = re.compile(r"[a-z][a-z0-9_]*")
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
@@ -70,6 +75,7 @@ class Param:
     type: ParamType
     default: str | None
     doc: str
+    bounds: tuple[int, int] = _INTEGER_RANGE  # integers only: `NAME integer LO..HI`
 
     @property
     def required(self) -> bool:
@@ -148,7 +154,13 @@ def _parse_param(entry: str, spec: str) -> Param:
     except ValueError:
         raise _bad_header(entry, "unknown parameter type", match.group("name")) from None
     default = match.group("default")
-    param = Param(match.group("name"), ptype, default, (match.group("doc") or "").strip())
+    doc = (match.group("doc") or "").strip()
+    param = Param(match.group("name"), ptype, default, doc)
+    if match.group("lo") is not None:
+        lo, hi = int(match.group("lo")), int(match.group("hi"))
+        if ptype is not ParamType.INTEGER or lo > hi:
+            raise _bad_header(entry, "a range LO..HI is for integers, LO <= HI", param.name)
+        param = Param(param.name, ptype, default, doc, (lo, hi))
     if default is not None and default != "null":
         _convert(entry, param, default)  # a bad default is a header bug, found at load time
     return param
@@ -197,11 +209,19 @@ def _convert(entry: str, param: Param, raw: object) -> object:
         case ParamType.INTEGER:
             if isinstance(raw, bool):
                 raise bad
-            if isinstance(raw, int):
-                return raw
             if isinstance(raw, str) and re.fullmatch(r"-?\d{1,18}", raw.strip()):
-                return int(raw)
-            raise bad
+                raw = int(raw)
+            if not isinstance(raw, int):
+                raise bad
+            lo, hi = param.bounds
+            if not lo <= raw <= hi:
+                raise QueryError(
+                    QueryErrorKind.BAD_PARAM_VALUE,
+                    f"must be between {lo:,} and {hi:,}",
+                    entry=entry,
+                    field=param.name,
+                )
+            return raw
         case ParamType.FLOAT:
             if isinstance(raw, bool):
                 raise bad

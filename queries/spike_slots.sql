@@ -2,9 +2,9 @@
 -- returns: per service and tool with enough recent errors of one code: calls, errors and failing traces per slot; day 0 is the last 24 hours (slot 0 the newest), days 1.. are the same slots ±1 on earlier days
 -- param: code text = not_found          -- the code to watch
 -- param: until timestamp = now          -- the evaluation time; slots are aligned to it
--- param: recent_s integer = 3600        -- the recent window watched for spikes
--- param: bucket_s integer = 300         -- slot width in seconds
--- param: history_days integer = 7       -- how many earlier days give the expected rate
+-- param: recent_s integer 60..604800 = 3600        -- the recent window watched for spikes
+-- param: bucket_s integer 1..86400 = 300         -- slot width in seconds
+-- param: history_days integer 1..60 = 7       -- how many earlier days give the expected rate
 -- param: min_recent_errors integer = 20 -- skip tools with fewer errors in the recent window
 -- param: service text = null            -- only this service
 -- param: environment text = null        -- only this environment

@@ -203,3 +203,148 @@ def test_prune_bad_duration(db: Path) -> None:
     result = run(["prune", "--db", str(db), "--older-than", "a while"])
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["prune", "--older-than", "99999999h"], id="prune"),
+        pytest.param(
+            ["check", "--service", "s", "--version", "1", "--as-of", "99999999h"], id="as-of"
+        ),
+        pytest.param(
+            ["check", "--service", "s", "--version", "1", "--wait", "99999999h"], id="wait"
+        ),
+        pytest.param(["findings", "--as-of", "99999999h"], id="findings"),
+        pytest.param(
+            ["deploy", "--service", "s", "--version", "1", "--time", "99999999h"], id="deploy"
+        ),
+    ],
+)
+def test_a_huge_duration_is_a_usage_error(db: Path, args: list[str]) -> None:
+    """A duration past datetime's range is refused in one line naming the flag, exit 2."""
+    result = run([*args, "--db", str(db)])
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "longer than 1,000 years" in result.stderr
+    with DuckDBStore(db, read_only=True) as store:
+        assert store.count("tool_calls") == 4  # nothing pruned
+        assert store.count("deploys") == 0
+
+
+@pytest.mark.parametrize("command", ["check", "findings"])
+def test_an_unknown_code_is_refused_not_passed(db: Path, command: str) -> None:
+    """A misspelled --codes is a usage error (2): a gate must not pass on a code nobody has."""
+    args = ["--service", "s", "--version", "1"] if command == "check" else []
+    result = run([command, *args, "--db", str(db), "--codes", "invalid_args,bogus"])
+    assert result.returncode == 2, result.stdout
+    assert "not in the error catalog: bogus" in result.stderr
+    assert "invalid_args" in result.stderr  # the known codes are listed
+
+
+def test_a_code_from_a_user_catalog_is_accepted(db: Path, tmp_path: Path) -> None:
+    """--catalog FILE adds a team's own codes to what --codes may name."""
+    catalog = tmp_path / "codes.toml"
+    catalog.write_text(
+        "[codes.quota_exceeded]\n"
+        'meaning = "quota for the month is used up"\nretry_by = "nobody"\nmax_tries = 1\n'
+        'scope = "call"\non_cap = "stop"\nhint = "say when the quota resets"\n'
+        'color = "#123456"\n'
+    )
+    assert run(["catalog", "--check", str(catalog)]).returncode == 0
+    result = run(
+        ["findings", "--db", str(db), "--codes", "quota_exceeded", "--catalog", str(catalog)]
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_store_path_under_a_file_is_one_line(tmp_path: Path) -> None:
+    """A store whose folder cannot be made is `unreadable`, exit 2, not an internal error."""
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("not a folder")
+    result = run(["deploy", "--service", "s", "--version", "1", "--db", str(blocker / "x.duckdb")])
+    assert result.returncode == 2
+    assert result.stderr.startswith("error[unreadable]"), result.stderr
+    result = run(
+        [
+            "serve",
+            "--store",
+            str(blocker / "x.duckdb"),
+            "--otlp-grpc",
+            "127.0.0.1:0",
+            "--otlp-http",
+            "off",
+            "--api",
+            "off",
+        ]
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error[unreadable]"), result.stderr
+    assert "cannot create the store's folder" in result.stderr
+
+
+def test_deploy_into_a_missing_store_is_refused(tmp_path: Path) -> None:
+    """`deploy --db` with a mistyped path does not start a new store nobody reads."""
+    missing = tmp_path / "typo.duckdb"
+    result = run(["deploy", "--service", "s", "--version", "1", "--db", str(missing)])
+    assert result.returncode == 2
+    assert "error[unreadable]" in result.stderr
+    assert not missing.exists()
+
+
+def test_a_future_deploy_time_is_refused(db: Path) -> None:
+    """A deploy marked in the future would sit in every chart's future: refused."""
+    result = run(
+        ["deploy", "--service", "s", "--version", "1", "--db", str(db), "--time", "2099-01-01"]
+    )
+    assert result.returncode == 2
+    assert "in the future" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("param", "message"),
+    [
+        ("bucket_s=0", "must be between 1 and 86,400"),
+        ("bucket_s=-1", "must be between 1 and 86,400"),
+        ("limit=-1", "must be between 0 and 1,000,000,000"),
+    ],
+)
+def test_an_integer_out_of_range_is_named(db: Path, param: str, message: str) -> None:
+    """Out-of-range integers are refused by name before DuckDB sees them."""
+    name = "loop_misuse" if param.startswith("limit") else "error_rates"
+    result = run(["query", name, "--db", str(db), "-p", param])
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        f"error[bad_param_value] {name}.{param.split('=', maxsplit=1)[0]}: {message}"
+    )
+
+
+def test_interrupting_check_is_not_a_regression(db: Path) -> None:
+    """Ctrl-C during `check --wait` exits 130 (interrupted), never 1 (regression)."""
+    import signal
+    import time
+
+    process = subprocess.Popen(
+        [
+            *ERRSCOPE,
+            "check",
+            "--service",
+            "s",
+            "--version",
+            "1",
+            "--db",
+            str(db),
+            "--wait",
+            "10m",
+            "--interval",
+            "1s",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(4)  # past start-up, into the wait
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert "error[interrupted]" in stderr
