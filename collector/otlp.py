@@ -241,11 +241,16 @@ def _json_span(
 
 
 def _list(obj: Any, camel: str, snake: str) -> Iterator[Mapping[str, Any]]:
+    """The objects of a repeated message field; a field of another type makes the request
+    undecodable (400), as protobuf's JSON mapping says, not an empty export (200)."""
     if not isinstance(obj, dict):
-        return
+        raise OtlpDecodeError("not an OTLP JSON export request")
     items = _get(obj, camel, snake)
-    if isinstance(items, list):
-        yield from (i for i in items if isinstance(i, dict))
+    if items is None:
+        return
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise OtlpDecodeError(f"{camel} must be a list of objects")
+    yield from items
 
 
 def decode_json(body: bytes) -> Decoded:

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -33,7 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
@@ -75,6 +76,7 @@ log = logging.getLogger("errscope.serve")
 
 RETRY_AFTER_S: Final = 1
 DEFAULT_MAX_INFLIGHT_BYTES: Final = 64 * 1024 * 1024
+MIN_LIMIT_BYTES: Final = 1024  # a smaller body or in-flight limit would refuse every export
 DEFAULT_STORE_MEMORY: Final = DEFAULT_MEMORY_LIMIT
 # Concurrent gRPC exports; admission bounds their bytes.  Each waits for its group commit
 # (up to `commit_delay_s`), so a rate needs rate x latency of them in flight: with 8,
@@ -100,6 +102,9 @@ _LOG_FIELDS: Final = (
 )
 
 
+_DEFAULT_PORTS: Final = {"otlp-grpc": 4317, "otlp-http": 4318, "api": 4320}
+
+
 def parse_address(text: str, name: str) -> tuple[str, int]:
     """`HOST:PORT` (IPv6 as `[::1]:PORT`) as a (host, port) pair; ConfigError naming the flag."""
     host, sep, port = text.rpartition(":")
@@ -109,9 +114,37 @@ def parse_address(text: str, name: str) -> tuple[str, int]:
             ConfigErrorKind.BAD_VALUE,
             "must be HOST:PORT",
             field=name,
-            hint="for example 127.0.0.1:4318",
+            hint=f"for example 127.0.0.1:{_DEFAULT_PORTS.get(name, 4318)}",
         )
     return host, int(port)
+
+
+def join_address(host: str, port: int) -> str:
+    """`host:port`, an IPv6 host in brackets: what `parse_address` reads back."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _check_free(host: str, port: int, name: str) -> None:
+    """Refuse a port another process holds, as the HTTP listeners' bind does.
+
+    gRPC would report it only as a log line and a RuntimeError; this names the flag.
+    """
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # gRPC's own bind reports what is wrong with the address
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        # As gRPC binds: a port left in TIME_WAIT by a sidecar just stopped is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise ConfigError(
+                ConfigErrorKind.BAD_VALUE, f"cannot bind ({exc.strerror})", field=name
+            ) from None
 
 
 def is_loopback(host: str) -> bool:
@@ -171,6 +204,24 @@ class ServeConfig:
             raise ConfigError(
                 ConfigErrorKind.BAD_VALUE, "must be at least 16 characters", field="token"
             )
+        if not any((self.otlp_grpc, self.otlp_http, self.api)):
+            raise ConfigError(
+                ConfigErrorKind.BAD_VALUE,
+                "every listener is off: nothing to serve",
+                field="otlp-grpc",
+                hint="give at least one of --otlp-grpc, --otlp-http, --api an address",
+            )
+        for name, value in (
+            ("max-body-bytes", self.max_body_bytes),
+            ("max-inflight-bytes", self.max_inflight_bytes),
+        ):
+            if value < MIN_LIMIT_BYTES:
+                raise ConfigError(
+                    ConfigErrorKind.BAD_VALUE,
+                    f"must be at least {MIN_LIMIT_BYTES:,} bytes",
+                    field=name,
+                    hint="the defaults are 16 MiB per body and 64 MiB in flight",
+                )
 
 
 # ------------------------------------------------------------------ metrics
@@ -373,6 +424,9 @@ class Sidecar:
                 options=[
                     ("grpc.max_receive_message_length", self.config.max_body_bytes),
                     ("grpc.max_send_message_length", 4 * 1024 * 1024),
+                    # gRPC sets SO_REUSEPORT by default: a second sidecar on a taken port
+                    # would start, and the kernel would split clients between two stores.
+                    ("grpc.so_reuseport", 0),
                 ],
             )
             # Bytes in, bytes out: the body is admitted by its size before it is parsed, and
@@ -382,14 +436,16 @@ class Sidecar:
             server.add_generic_rpc_handlers(
                 (grpc.method_handlers_generic_handler(_GRPC_SERVICE, {"Export": export}),)
             )
-            bound = server.add_insecure_port(
-                f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            )
+            _check_free(host, port, "otlp-grpc")
+            try:
+                bound = server.add_insecure_port(join_address(host, port))
+            except RuntimeError:  # taken between the check and here
+                bound = 0
             if bound == 0:
                 raise ConfigError(ConfigErrorKind.BAD_VALUE, "cannot bind", field="otlp-grpc")
             server.start()
             self._grpc = server
-            self.addresses["otlp_grpc"] = f"{host}:{bound}"
+            self.addresses["otlp_grpc"] = join_address(host, bound)
         for name, handler in (("otlp_http", _OtlpHandler), ("api", _ApiHandler)):
             value = getattr(self.config, name)
             if not value:
@@ -409,7 +465,7 @@ class Sidecar:
             thread.start()
             self._http.append(httpd)
             self._threads.append(thread)
-            self.addresses[name] = f"{host}:{httpd.server_address[1]}"
+            self.addresses[name] = join_address(host, httpd.server_address[1])
         return dict(self.addresses)
 
     def stop(self) -> None:
@@ -765,22 +821,36 @@ class _DeployError(ValueError):
     """A deploy mark is missing a field or has a bad one (the message names the field)."""
 
 
+# A deploy marked "now" by a machine whose clock runs a little ahead is still accepted.
+_DEPLOY_CLOCK_SKEW: Final = timedelta(minutes=5)
+
+
+def _required_text(data: dict[str, Any], name: str) -> str:
+    value = data.get(name)
+    if value is None or value == "":
+        raise _DeployError(f"{name} is required")
+    if not isinstance(value, str):
+        raise _DeployError(f"{name} must be text")
+    return value
+
+
 def _deploy_from(data: Any, *, source: str) -> Deploy:
     if not isinstance(data, dict):
         raise _DeployError("body must be a JSON object")
-    service, version = data.get("service"), data.get("version")
-    if not isinstance(service, str) or not service:
-        raise _DeployError("service is required")
-    if not isinstance(version, str) or not version:
-        raise _DeployError("version is required")
+    service, version = _required_text(data, "service"), _required_text(data, "version")
     environment = data.get("environment")
     if environment is not None and not isinstance(environment, str):
         raise _DeployError("environment must be text")
     ts_raw = data.get("ts")
+    if ts_raw is not None and not isinstance(ts_raw, str):
+        raise _DeployError("ts must be text: ISO 8601 or a duration ago")
+    now = datetime.now(UTC)
     try:
-        ts = parse_time(ts_raw) if isinstance(ts_raw, str) else datetime.now(UTC)
-    except ValueError:
-        raise _DeployError("ts must be ISO 8601") from None
+        ts = parse_time(ts_raw, now=now) if ts_raw else now
+    except ValueError as exc:
+        raise _DeployError(f"ts: {exc}") from None
+    if ts > now + _DEPLOY_CLOCK_SKEW:
+        raise _DeployError("ts is in the future")
     marked_by = data.get("source", source)
     if marked_by not in ("api", "cli"):
         raise _DeployError("source must be api or cli")

@@ -172,7 +172,9 @@ def _reset(store: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _banner(addresses: dict[str, str], dashboard_url: str | None, log_dir: Path) -> str:
+def _banner(
+    addresses: dict[str, str], dashboard_url: str | None, log_dir: Path, *, live: bool = True
+) -> str:
     http = addresses.get("otlp_http", "")
     lines = [
         "",
@@ -187,7 +189,9 @@ def _banner(addresses: dict[str, str], dashboard_url: str | None, log_dir: Path)
         f"  export OTEL_EXPORTER_OTLP_ENDPOINT=http://{http}",
         "  export OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
         "",
-        "Demo traffic keeps flowing. Ctrl-C stops everything.",
+        "Demo traffic keeps flowing. Ctrl-C stops everything."
+        if live
+        else "No live demo traffic (--no-live). Ctrl-C stops everything.",
     ]
     return "\n".join(lines)
 
@@ -328,7 +332,7 @@ class _Session:
             )
         if self.stop.is_set():
             return 0 if sidecar.alive() else EXIT_FAILED
-        click.echo(_banner(self.addresses, dashboard_url, self.log_dir))
+        click.echo(_banner(self.addresses, dashboard_url, self.log_dir, live=live))
         threading.Thread(
             target=_watch, args=(sidecar, self.stop), name="sidecar-watch", daemon=True
         ).start()

@@ -246,6 +246,9 @@ def test_http_answers_per_otlp_spec(tmp_path: Path) -> None:
     with sidecar(tmp_path / "s.duckdb", "--max-body-bytes", "100000") as served:
         assert _post(served, b"\x00\xff not protobuf")[0] == 400
         assert _post(served, b"{not json", "application/json")[0] == 400
+        for shape in (b'{"resourceSpans": "x"}', b'{"resourceSpans": [{"scopeSpans": [7]}]}'):
+            assert _post(served, shape, "application/json")[0] == 400
+        assert _post(served, b'{"resourceSpans": []}', "application/json")[0] == 200
         assert _post(served, b"x", "text/plain")[0] == 415
         assert _post(served, b"\x00" * 200_000)[0] == 413
         bomb = gzip.compress(b"\x00" * 5_000_000)
@@ -308,6 +311,69 @@ def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path) -> Non
     assert stderr.startswith(
         "error[bad_value] otlp-http: binding a non-loopback address needs a token"
     )
+
+
+def test_a_taken_port_refuses_to_start(tmp_path: Path) -> None:
+    """A second sidecar on a port the first holds exits 2, over gRPC (which would otherwise
+    share the port through SO_REUSEPORT and split the clients) as over HTTP."""
+    with sidecar(tmp_path / "first.duckdb") as served:
+        for flag, address in (("--otlp-grpc", served.grpc), ("--otlp-http", served.http)):
+            others = [f for f in ("--otlp-grpc", "--otlp-http", "--api") if f != flag]
+            stderr = _refused_start(
+                flag,
+                address,
+                *(arg for other in others for arg in (other, "off")),
+                "--store",
+                str(tmp_path / "second.duckdb"),
+            )
+            assert stderr.startswith(f"error[bad_value] {flag[2:]}: cannot bind"), stderr
+        assert send(grpc_exporter(served), finished_spans(tool_specs("taken"), RESOURCE))
+        rows = served.query("calls_by_correlation", id="call_bad_taken", since="1h")
+        assert [r["code"] for r in rows] == ["invalid_args"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        pytest.param(
+            ("--otlp-grpc", "off", "--otlp-http", "off", "--api", "off"),
+            "error[bad_value] otlp-grpc: every listener is off",
+            id="nothing-to-serve",
+        ),
+        pytest.param(
+            ("--max-body-bytes", "-5"),
+            "error[bad_value] max-body-bytes: must be at least 1,024 bytes",
+            id="negative-body-limit",
+        ),
+        pytest.param(
+            ("--max-inflight-bytes", "0"),
+            "error[bad_value] max-inflight-bytes: must be at least 1,024 bytes",
+            id="zero-inflight-limit",
+        ),
+        pytest.param(
+            ("--api", "127.0.0.1"),
+            "error[bad_value] api: must be HOST:PORT — for example 127.0.0.1:4320",
+            id="api-example-port",
+        ),
+    ],
+)
+def test_unusable_settings_refuse_to_start(
+    tmp_path: Path, args: tuple[str, ...], expected: str
+) -> None:
+    """Settings that would serve nothing or refuse every export exit 2 naming the flag."""
+    stderr = _refused_start(*args, "--store", str(tmp_path / "s.duckdb"))
+    assert stderr.startswith(expected), stderr
+    assert not (tmp_path / "s.duckdb").exists()
+
+
+def test_ipv6_ready_line_reads_back(tmp_path: Path) -> None:
+    """On IPv6 loopback the ready line gives bracketed addresses that clients can use."""
+    with sidecar(tmp_path / "s.duckdb", grpc="[::1]:0", http="[::1]:0", api="[::1]:0") as served:
+        for address in (served.grpc, served.http, served.api):
+            assert address.startswith("[::1]:"), address
+        assert send(http_exporter(served), finished_spans(tool_specs("v6"), RESOURCE))
+        rows = served.query("calls_by_correlation", id="call_bad_v6", since="1h")
+        assert [r["code"] for r in rows] == ["invalid_args"]
 
 
 def test_bad_store_memory_refuses_to_start(tmp_path: Path) -> None:
@@ -380,6 +446,64 @@ def test_keep_pandas_out_makes_pandas_unimportable() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "refused"
+
+
+def _post_deploy(served: Served, mark: object) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        served.url("/v1/deploys"),
+        data=json.dumps(mark).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.parametrize(
+    ("mark", "message"),
+    [
+        ({"service": 5, "version": "1"}, "service must be text"),
+        (
+            {"service": "s", "version": "1", "ts": 12345},
+            "ts must be text: ISO 8601 or a duration ago",
+        ),
+        ({"service": "s", "version": "1", "ts": "99999999h"}, "ts: longer than 1,000 years"),
+        ({"service": "s", "version": "1", "ts": "2099-01-01"}, "ts is in the future"),
+    ],
+)
+def test_bad_deploy_marks_and_queries_get_400_naming_the_field(
+    tmp_path: Path, mark: dict[str, Any], message: str
+) -> None:
+    """A deploy mark or query value the sidecar cannot use is a 400 that says why, and the
+    sidecar stays up (an overflowing duration once killed the handler: no answer at all)."""
+    with sidecar(tmp_path / "s.duckdb") as served:
+        status, answer = _post_deploy(served, mark)
+        assert (status, answer.get("message")) == (400, message)
+        for query in ("error_rates?since=99999999h", "error_rates?bucket_s=0"):
+            status, body = served.get(f"/v1/query/{query}")
+            assert status == 400, body
+            assert json.loads(body)["field"] in {"since", "bucket_s"}
+        assert _post_deploy(served, {"service": "s", "version": "1"})[0] == 201
+        assert served.query("deploy_markers", since="1h")[0]["version"] == "1"
+
+
+def test_deploy_with_a_wrong_token_says_so(tmp_path: Path) -> None:
+    """`errscope deploy --api` against a sidecar with another token names the token."""
+    with sidecar(tmp_path / "s.duckdb", "--token", TOKEN) as served:
+        result = subprocess.run(
+            [*ERRSCOPE, "deploy", "--service", "s", "--version", "1", "--api", served.url("")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={"PATH": "/usr/bin:/bin", "ERRSCOPE_TOKEN": "x" * 20},
+        )
+    assert result.returncode == 2
+    assert "refused the token (HTTP 401)" in result.stderr
+    assert "x" * 20 not in result.stderr
 
 
 def test_deploy_marks(tmp_path: Path) -> None:
