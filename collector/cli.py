@@ -34,6 +34,7 @@ __all__ = ["main"]
 EXIT_USAGE: Final = 2
 EXIT_INTERNAL: Final = 70
 EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as shells report it
+_LOG_WIDTH: Final = 240  # columns of a table printed into a log rather than a terminal
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -137,7 +138,6 @@ def catalog(check_files: Sequence[Path], fmt: str) -> None:
     if fmt == "json":
         click.echo(orjson.dumps({"sources": loaded.sources, "codes": rows}).decode())
         return
-    from rich.console import Console  # noqa: PLC0415 - rich only when printing a table
     from rich.table import Table  # noqa: PLC0415
 
     table = Table(title="errscope error catalog", show_lines=True)
@@ -155,7 +155,7 @@ def catalog(check_files: Sequence[Path], fmt: str) -> None:
         )
         retry = f"{row['retry_by']}, {row['max_tries']} per {row['scope']}"
         table.add_row(row["code"], retry, row["on_cap"], maps, row["hint"])
-    Console().print(table)
+    _console().print(table)
     if check_files:
         click.echo(f"ok: {', '.join(loaded.sources)} valid ({len(rows)} codes)")
 
@@ -184,11 +184,22 @@ def _json_default(value: object) -> object:
     raise TypeError
 
 
-def render_table(table: pa.Table, fmt: str, *, title: str | None = None) -> str | None:
-    from rich.console import Console  # noqa: PLC0415 - rich only when printing a table
-    from rich.table import Table  # noqa: PLC0415
+def _console() -> Any:
+    """A rich console; off a terminal (a CI log) wide enough not to fold a table's columns.
 
+    Rich assumes 80 columns when stdout is not a terminal, which wraps a findings table
+    into columns five characters wide.  COLUMNS, when set, wins.
+    """
+    from rich.console import Console  # noqa: PLC0415 - rich only when printing a table
+
+    wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    return Console(width=_LOG_WIDTH if wide else None)
+
+
+def render_table(table: pa.Table, fmt: str, *, title: str | None = None) -> str | None:
     """Render an Arrow table as csv or json text; for `table`, print it and return None."""
+    from rich.table import Table  # noqa: PLC0415 - rich only when printing a table
+
     rows = table.to_pylist()
     if fmt == "json":
         return orjson.dumps(rows, default=_json_default, option=orjson.OPT_NAIVE_UTC).decode()
@@ -209,7 +220,7 @@ def render_table(table: pa.Table, fmt: str, *, title: str | None = None) -> str 
         out.add_column(name, overflow="fold")
     for row in rows:
         out.add_row(*("" if v is None else str(v) for v in row.values()))
-    Console().print(out)
+    _console().print(out)
     return None
 
 

@@ -348,3 +348,24 @@ def test_interrupting_check_is_not_a_regression(db: Path) -> None:
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == 130, stderr
     assert "error[interrupted]" in stderr
+
+
+def test_a_table_in_a_log_is_not_folded(db: Path) -> None:
+    """Off a terminal with no COLUMNS (a CI log), a table keeps each row on one line."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    result = subprocess.run(
+        [*ERRSCOPE, "query", "code_mix_by_version", "--db", str(db), "-p", "since=3650d"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if "service" in line)
+    for column in ("environment", "version", "code", "calls", "share", "first_seen", "last_seen"):
+        assert column in header
+    row = next(line for line in lines if "invalid_args" in line)
+    assert "billing-agent" in row
+    assert row.count("2026-11-30") == 2  # first and last seen, unfolded
