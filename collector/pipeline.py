@@ -201,6 +201,7 @@ class Pipeline:
             *_strings_of_keys(resource, _LABEL_KEYS),
             tool_span.tool,
             outcome.call_id or "",
+            outcome.field or "",
         ]
         kept_found, lost_found = self.scrubber.count_secrets_each(
             ["\n\n".join(t for t in kept if t), self._discarded_text(view)]
@@ -222,7 +223,8 @@ class Pipeline:
             "tool": tool,
             "code": outcome.code,
             "raw_code": outcome.raw_code,
-            "field": outcome.field,
+            # A field name the model invented can be anything it was sent, a key included.
+            "field": None if self._is_secret(outcome.field or "", clean) else outcome.field,
             "trace_id": view.trace_id,
             "span_id": view.span_id,
             "call_id": self._id(
@@ -403,7 +405,7 @@ class Pipeline:
             events=tuple(e for e in events if e is not None),
             links=self._links(view.links, counts, NonToolPolicy.SCRUB),
             trace_flags=view.trace_flags,
-            trace_state=view.trace_state,
+            trace_state=self._trace_state(view.trace_state, counts),
             **self._scrub_origin(view, counts, NonToolPolicy.SCRUB),
         )
 
@@ -443,6 +445,7 @@ class Pipeline:
                 for e in view.events
             ),
             links=self._links(view.links, counts, policy),
+            trace_state=self._trace_state(view.trace_state, counts),
             **self._scrub_origin(view, counts, policy),
         )
         if not counts.by_rule:
@@ -486,8 +489,11 @@ class Pipeline:
     def _scrub_mapping(
         self, attrs: Mapping[str, AttrValue], counts: _Counts, policy: NonToolPolicy
     ) -> dict[str, AttrValue]:
-        """Scrub every value: one scan of all strings first, per value only on a finding."""
-        texts = [t for v in attrs.values() for t in _strings(v)]
+        """Scrub every key and value: one scan of all strings first, per item only on a finding.
+
+        Keys too: a span can be given any string as an attribute's name, a token included.
+        """
+        texts = [*attrs, *(t for v in attrs.values() for t in _strings(v))]
         has_bytes = any(isinstance(v, bytes) for v in attrs.values())
         if not has_bytes:
             joined = "\n\n".join(t for t in texts if t)
@@ -496,7 +502,10 @@ class Pipeline:
             )
             if not joined or not method(joined).counts:
                 return dict(attrs)
-        return {k: self._scrub_value(v, counts, policy) for k, v in attrs.items()}
+        scrub_key = self._scrub_text(policy)
+        return {
+            scrub_key(k, counts): self._scrub_value(v, counts, policy) for k, v in attrs.items()
+        }
 
     def _scrub_origin(
         self, view: SpanView, counts: _Counts, policy: NonToolPolicy
@@ -519,6 +528,23 @@ class Pipeline:
         fields, found = cached
         counts.add(found)
         return dict(fields)
+
+    def _trace_state(self, header: str, counts: _Counts) -> str:
+        """The W3C tracestate without any entry that holds a secret.
+
+        Its values are vendors' opaque strings, passed on as they are; a masked value
+        would not be valid tracestate, so an entry with a secret is dropped whole.
+        """
+        if not header or not self.scrubber.contains_secret(header):
+            return header
+        kept = []
+        for entry in header.split(","):
+            found = self.scrubber.count_secrets(entry)
+            if found:
+                counts.add(found)
+            else:
+                kept.append(entry)
+        return ",".join(kept)
 
     def _links(
         self, links: tuple[LinkView, ...], counts: _Counts, policy: NonToolPolicy
