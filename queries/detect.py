@@ -31,6 +31,7 @@ import numpy.typing as npt
 import pyarrow as pa
 from scipy import special, stats
 
+from collector.errors import QueryError, QueryErrorKind
 from queries.findings import Finding, FindingKind, Verdict
 
 __all__ = [
@@ -665,8 +666,15 @@ def evaluate_deploy(
     elapsed_min: int,
     config: DetectConfig = DEFAULT_CONFIG,
     signatures: Sequence[SignatureTest] = (),
+    *,
+    observed_s: float | None = None,
 ) -> DeployEvaluation:
     """The verdict on a deploy `elapsed_min` minutes after it, from counts alone.
+
+    `elapsed_min` counts the minute buckets since the one the deploy fell in; `observed_s`,
+    when given, is the time actually observed since the deploy, which a healthy verdict's
+    minimum (`healthy_after_s`) is held to (a deploy at 10:00:50 has 13 min 11 s of data
+    at 10:14:01, though it spans 15 buckets).
 
     Every (tool, code) and the service-wide pool of each code is tested two ways:
     - the overlap phase (both versions serving): a grid-mixture SPRT on the new version's
@@ -800,7 +808,8 @@ def evaluate_deploy(
         (sig, float(a), bool(a <= config.q and sig.p_value <= config.signature_p))
         for sig, a in zip(sig_list, adjusted[int(tested.sum()) :], strict=True)
     )
-    verdict, reason = _verdict(results, sig_results, elapsed, counts.codes, config)
+    observed = elapsed * 60.0 if observed_s is None else min(observed_s, elapsed * 60.0)
+    verdict, reason = _verdict(results, sig_results, observed, counts.codes, config)
     return DeployEvaluation(
         verdict=verdict,
         elapsed_min=elapsed,
@@ -842,7 +851,7 @@ def _top_field(
 def _verdict(
     results: Sequence[TestResult],
     signatures: Sequence[tuple[SignatureTest, float, bool]],
-    elapsed: int,
+    observed_s: float,
     codes: Sequence[str],
     config: DetectConfig,
 ) -> tuple[Verdict, str]:
@@ -863,13 +872,18 @@ def _verdict(
             else:
                 why.append(f"{code}: too few calls on the new version")
         return Verdict.INSUFFICIENT_DATA, "insufficient data: " + "; ".join(why)
-    if elapsed * 60 < config.healthy_after_s:
+    if observed_s < config.healthy_after_s:
         return (
             Verdict.INSUFFICIENT_DATA,
-            f"insufficient data: observed {elapsed} min, a pass needs "
+            f"insufficient data: observed {_minutes(observed_s)}, a pass needs "
             f"{config.healthy_after_s // 60} min",
         )
-    return Verdict.HEALTHY, f"healthy: no regression after {elapsed} min"
+    return Verdict.HEALTHY, f"healthy: no regression after {_minutes(observed_s)}"
+
+
+def _minutes(seconds: float) -> str:
+    whole, rest = divmod(int(seconds), 60)
+    return f"{whole} min" if rest == 0 else f"{whole} min {rest} s"
 
 
 def signature_tests(
@@ -928,7 +942,10 @@ class DeployReport:
 
 
 def _now(as_of: datetime | None) -> datetime:
-    return (as_of or datetime.now(UTC)).astimezone(UTC)
+    if as_of is None:
+        return datetime.now(UTC)
+    # A naive time is UTC, as everywhere else in errscope (not the machine's local time).
+    return as_of.replace(tzinfo=UTC) if as_of.tzinfo is None else as_of.astimezone(UTC)
 
 
 def find_deploy(
@@ -954,6 +971,14 @@ def find_deploy(
     rows = table.to_pylist()
     if not rows:
         return None
+    environments = sorted({str(r["environment"]) for r in rows if r["environment"] is not None})
+    if environment is None and len(environments) > 1:
+        raise QueryError(
+            QueryErrorKind.BAD_PARAM_VALUE,
+            f"{service} {version} was deployed to several environments: " + ", ".join(environments),
+            field="environment",
+            hint="name the one to judge with --environment",
+        )
     row = rows[-1]
     return DeployInfo(
         service=row["service"],
@@ -1021,7 +1046,8 @@ def detect_deploy(
     sigs = signature_tests(new_sig, old_sig, config.codes, config)
     origin = deploy.ts.replace(second=0, microsecond=0)
     elapsed = math.ceil((until - origin).total_seconds() / 60)
-    evaluation = evaluate_deploy(counts, elapsed, config, sigs)
+    observed_s = max(0.0, (until - deploy.ts).total_seconds())
+    evaluation = evaluate_deploy(counts, elapsed, config, sigs, observed_s=observed_s)
     ids: dict[tuple[str, str, str | None], list[str]] = {}
     if evaluation.verdict is Verdict.REGRESSION or any(t.storm for t in evaluation.tests):
         first = source.run(
@@ -1458,13 +1484,21 @@ def detect_loop_misuse(
     *,
     as_of: datetime | None = None,
     service: str | None = None,
+    environment: str | None = None,
     config: DetectConfig = DEFAULT_CONFIG,
 ) -> list[Finding]:
     """Retry-rule breaches in the last `loop_window_s`, one finding per (service, tool, rule)."""
     now = _now(as_of)
     since = now - timedelta(seconds=config.loop_window_s)
     rows = source.run(
-        "loop_misuse", {"since": since, "until": now, "service": service, "limit": 10000}
+        "loop_misuse",
+        {
+            "since": since,
+            "until": now,
+            "service": service,
+            "environment": environment,
+            "limit": 10000,
+        },
     ).to_pylist()
     groups: dict[tuple[str, str, str, str | None], list[dict[str, object]]] = {}
     for r in rows:
@@ -1481,6 +1515,7 @@ def detect_loop_misuse(
             Finding(
                 kind=FindingKind.LOOP_MISUSE,
                 service=svc,
+                environment=environment,
                 version=str(items[-1]["version"]) if items[-1]["version"] else None,
                 tool=tool,
                 code=code,
@@ -1545,7 +1580,11 @@ def detect_all(
     findings.extend(
         detect_spikes(source, as_of=now, service=service, environment=environment, config=config)
     )
-    findings.extend(detect_loop_misuse(source, as_of=now, service=service, config=config))
+    findings.extend(
+        detect_loop_misuse(
+            source, as_of=now, service=service, environment=environment, config=config
+        )
+    )
     return findings
 
 

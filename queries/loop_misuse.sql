@@ -3,6 +3,7 @@
 -- param: since timestamp = 24h          -- window start
 -- param: until timestamp = now          -- window end, exclusive
 -- param: service text = null            -- only this service
+-- param: environment text = null        -- only this environment
 -- param: limit integer = 1000           -- at most this many rows, newest first
 WITH errs AS (
     SELECT service, version, tool, code, field, trace_id, session_id, span_id, call_id, ts,
@@ -12,6 +13,7 @@ WITH errs AS (
       AND ts >= $since
       AND ts < $until
       AND ($service IS NULL OR service = $service)
+      AND ($environment IS NULL OR environment = $environment)
 ),
 repeated_field AS (
     SELECT 'invalid_args_repeated' AS rule, service, min(version) AS version, tool, field,

@@ -451,3 +451,54 @@ def test_traffic_burst_is_not_a_spike() -> None:
         day_errors=series.day_errors,
     )
     assert detect.evaluate_spike_series(burst) is None
+
+
+def test_a_naive_as_of_is_utc_whatever_the_local_zone(
+    store: DuckDBStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`as_of` without a zone means UTC, as everywhere in errscope, not the machine's zone."""
+    import time
+
+    Scenario(rates_new={"get_job": 0.09}).load(store)
+    source = StoreSource(store)
+    aware = DEPLOY_TS + timedelta(minutes=10)
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        naive = detect.detect_deploy(
+            source, "billing-agent", "2.0", "prod", as_of=aware.replace(tzinfo=None)
+        )
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    expected = detect.detect_deploy(source, "billing-agent", "2.0", "prod", as_of=aware)
+    assert (naive.verdict, naive.reason) == (expected.verdict, expected.reason)
+    assert [f.window_end for f in naive.findings] == [f.window_end for f in expected.findings]
+    assert all(f.window_end <= aware for f in naive.findings)
+
+
+def test_loop_misuse_keeps_to_the_environment_asked_for(store: DuckDBStore) -> None:
+    """findings --environment prod does not report staging's looping traces."""
+    from tests.queries.traffic import call
+
+    start = DEPLOY_TS + timedelta(minutes=5)
+    trace = "f" * 32
+    store.append_tool_calls(
+        [
+            call(
+                start + timedelta(seconds=i),
+                environment="staging",
+                code="invalid_args",
+                field="job_id",
+                trace_id=trace,
+            )
+            for i in range(6)
+        ]
+    )
+    source = StoreSource(store)
+    as_of = DEPLOY_TS + timedelta(minutes=20)
+    staging = detect.detect_loop_misuse(source, as_of=as_of, environment="staging")
+    assert [(f.kind, f.tool) for f in staging] == [(FindingKind.LOOP_MISUSE, "get_job")]
+    assert detect.detect_loop_misuse(source, as_of=as_of, environment="prod") == []
+    kinds = {f.kind for f in detect.detect_all(source, as_of=as_of, environment="prod")}
+    assert FindingKind.LOOP_MISUSE not in kinds

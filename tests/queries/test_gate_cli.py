@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from collector.gate_cli import check, findings
+from collector.record import Deploy
 from collector.store import DuckDBStore
 from tests.queries.traffic import DEPLOY_TS, Scenario
 
@@ -139,3 +140,40 @@ def test_findings_table_output(tmp_path: Path) -> None:
     result = CliRunner().invoke(findings, ["--db", str(db), "--as-of", _as_of(20)])
     assert result.exit_code == 0, result.output
     assert "no findings" in result.output
+
+
+def test_check_refuses_to_guess_the_environment(tmp_path: Path) -> None:
+    """A version deployed to two environments is judged in the one named, never in one
+    picked silently (a broken staging hid behind a clean prod)."""
+    db = _db(tmp_path, Scenario())
+    with DuckDBStore(db) as store:
+        store.add_deploys([Deploy("billing-agent", "2.0", DEPLOY_TS, "staging")])
+    base = ["--service", "billing-agent", "--version", "2.0", "--db", str(db)]
+    result = CliRunner().invoke(check, [*base, "--as-of", _as_of(20)])
+    assert result.exit_code == 2, result.output
+    assert "several environments: prod, staging" in result.output
+    assert "--environment" in result.output
+    named = CliRunner().invoke(check, [*base, "--environment", "prod", "--as-of", _as_of(20)])
+    assert named.exit_code == 0, named.output
+
+
+def test_a_pass_needs_fifteen_minutes_observed_not_fifteen_buckets(tmp_path: Path) -> None:
+    """A deploy marked at 10:00:50 has 13 min 11 s of data at 10:14:01: not yet healthy."""
+    path = tmp_path / "errscope.duckdb"
+    marked = DEPLOY_TS + timedelta(seconds=50)
+    with DuckDBStore(path) as store:
+        store.append_tool_calls(Scenario().calls())
+        store.add_deploys(
+            [
+                Deploy("billing-agent", "1.0", DEPLOY_TS - timedelta(days=1), "prod"),
+                Deploy("billing-agent", "2.0", marked, "prod"),
+            ]
+        )
+    base = ["--service", "billing-agent", "--version", "2.0", "--environment", "prod"]
+    early = (marked + timedelta(minutes=13, seconds=11)).isoformat()
+    result = CliRunner().invoke(check, [*base, "--db", str(path), "--as-of", early, "--json"])
+    assert result.exit_code == 3, result.output
+    assert "observed 13 min 11 s" in orjson.loads(result.output)["reason"]
+    later = (marked + timedelta(minutes=15)).isoformat()
+    result = CliRunner().invoke(check, [*base, "--db", str(path), "--as-of", later])
+    assert result.exit_code == 0, result.output
