@@ -136,6 +136,12 @@ def dashboard_params(source: ConSource) -> dict[str, dict[str, object]]:
         "tracebacks_by_correlation": {"id": "corr_1234567"},
         "redaction_summary": {"since": END - timedelta(days=7), "until": END},
         "spike_slots": {"until": END},
+        "versions_serving": {
+            "service": "svc-07",
+            "environment": "prod",
+            "since": deploy["ts"] - timedelta(minutes=30),
+            "until": deploy["ts"],
+        },
     }
 
 

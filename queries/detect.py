@@ -106,6 +106,9 @@ class DetectConfig:
     min_baseline_errors: int = 20
     min_baseline_calls: int = 600
     baseline_s: int = 7200
+    # The baseline is the version that served most calls in this long before the deploy,
+    # which after a rollback is not the version deployed before this one.
+    serving_window_s: int = 1800
     # A look every minute for 15 minutes, then at 20, 30, 45 and 60; the gate's decision
     # points (5 and 15 minutes, then 10) spend most of the error rate.
     looks_s: tuple[int, ...] = (*range(60, 901, 60), 1200, 1800, 2700, 3600)
@@ -1013,6 +1016,7 @@ def detect_deploy(
             None,
             (),
         )
+    deploy = _serving_before(source, deploy, config)
     until = min(now, deploy.ts + timedelta(seconds=config.horizon_s))
     since = deploy.ts - timedelta(seconds=config.baseline_s)
     table = source.run(
@@ -1064,6 +1068,28 @@ def detect_deploy(
             ids.setdefault((r["tool"], r["code"], r["field"]), []).append(r["correlation_id"])
     findings, notes = _deploy_findings(deploy, evaluation, ids, until, config)
     return DeployReport(evaluation.verdict, evaluation.reason, deploy, findings, notes, evaluation)
+
+
+def _serving_before(source: Source, deploy: DeployInfo, config: DetectConfig) -> DeployInfo:
+    """`deploy` with the version that was serving before it as its previous version.
+
+    The markers' order names the version first deployed before this one; after a
+    rollback (1.0 -> 2.0 -> back to 1.0 -> 2.1) that is the broken 2.0, against which a
+    still-broken 2.1 looks healthy.  The calls say what was serving.
+    """
+    rows = source.run(
+        "versions_serving",
+        {
+            "service": deploy.service,
+            "environment": deploy.environment,
+            "since": deploy.ts - timedelta(seconds=config.serving_window_s),
+            "until": deploy.ts,
+        },
+    ).to_pylist()
+    serving = next((str(r["version"]) for r in rows if r["version"] != deploy.version), None)
+    if serving is None or serving == deploy.previous_version:
+        return deploy
+    return replace(deploy, previous_version=serving)
 
 
 def _ids_for(

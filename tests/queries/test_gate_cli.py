@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from collector.gate_cli import check, findings
-from collector.record import Deploy
+from collector.record import Deploy, ToolCall
 from collector.store import DuckDBStore
 from tests.queries.traffic import DEPLOY_TS, Scenario
 
@@ -177,3 +177,49 @@ def test_a_pass_needs_fifteen_minutes_observed_not_fifteen_buckets(tmp_path: Pat
     later = (marked + timedelta(minutes=15)).isoformat()
     result = CliRunner().invoke(check, [*base, "--db", str(path), "--as-of", later])
     assert result.exit_code == 0, result.output
+
+
+def test_after_a_rollback_the_baseline_is_the_version_that_was_serving(tmp_path: Path) -> None:
+    """1.0 -> 2.0 (broken) -> rolled back to 1.0 -> 2.1 (as broken): 2.1 is judged against
+    1.0, which was serving, not against 2.0, which the markers list before it."""
+    from tests.queries.traffic import call
+
+    def minutes(first: int, last: int, version: str, every: int) -> list[ToolCall]:
+        rows = []
+        for minute in range(first, last):
+            start = DEPLOY_TS + timedelta(minutes=minute)
+            for tool in ("get_job", "list_jobs"):
+                for i in range(60):
+                    failing = i % every == 0
+                    rows.append(
+                        call(
+                            start + timedelta(seconds=i),
+                            tool=tool,
+                            version=version,
+                            code="invalid_args" if failing else "ok",
+                            field="job_id" if failing else None,
+                        )
+                    )
+        return rows
+
+    path = tmp_path / "errscope.duckdb"
+    with DuckDBStore(path) as store:
+        store.append_tool_calls(
+            minutes(-120, -60, "1.0", 30)
+            + minutes(-60, -30, "2.0", 10)  # 2.0 fails three times as often
+            + minutes(-30, 0, "1.0", 30)  # rolled back
+            + minutes(0, 20, "2.1", 10)  # as broken as 2.0
+        )
+        store.add_deploys(
+            [
+                Deploy("billing-agent", "1.0", DEPLOY_TS - timedelta(days=1), "prod"),
+                Deploy("billing-agent", "2.0", DEPLOY_TS - timedelta(minutes=60), "prod"),
+                Deploy("billing-agent", "2.1", DEPLOY_TS, "prod"),
+            ]
+        )
+    args = ["--service", "billing-agent", "--version", "2.1", "--environment", "prod"]
+    result = CliRunner().invoke(check, [*args, "--db", str(path), "--as-of", _as_of(20), "--json"])
+    assert result.exit_code == 1, result.output
+    body = orjson.loads(result.output)
+    assert body["verdict"] == "regression"
+    assert {f["previous_version"] for f in body["findings"]} == {"1.0"}
