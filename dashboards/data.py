@@ -521,6 +521,7 @@ def deploy_detail(spec: SourceSpec, deploy: DeployInfo, tool: str) -> DeployDeta
             "old_version": deploy.previous_version,
             "since": since,
             "until": until,
+            "known_by": spec.now(),
         },
     )
     first = _run(
@@ -532,6 +533,7 @@ def deploy_detail(spec: SourceSpec, deploy: DeployInfo, tool: str) -> DeployDeta
             "version": deploy.version,
             "since": deploy.ts,
             "until": until,
+            "known_by": spec.now(),
         },
     )
     counts = counts[counts["tool"] == tool] if not counts.empty else counts
@@ -632,7 +634,12 @@ def loop_rows(spec: SourceSpec, range_s: int, service: str | None) -> pd.DataFra
     return _run(
         spec,
         "loop_misuse",
-        {"since": now - timedelta(seconds=range_s), "until": now, "service": service},
+        {
+            "since": now - timedelta(seconds=range_s),
+            "until": now,
+            "known_by": now,
+            "service": service,
+        },
     )
 
 

@@ -6,6 +6,7 @@
 -- param: old_version text = null        -- the version it replaced
 -- param: since timestamp                -- window start (typically the deploy time minus the baseline)
 -- param: until timestamp                -- window end, exclusive (the evaluation time)
+-- param: known_by timestamp = now       -- only rows received before this (what --as-of knew)
 WITH scoped AS (
     SELECT date_trunc('minute', ts) AS minute, version, tool, code, field, trace_id
     FROM tool_calls
@@ -13,6 +14,7 @@ WITH scoped AS (
       AND ($environment IS NULL OR environment = $environment)
       AND ts >= $since
       AND ts < $until
+      AND received_at < $known_by
       AND (version = $new_version OR version = $old_version)
 ),
 counted AS (

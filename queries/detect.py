@@ -1016,7 +1016,7 @@ def detect_deploy(
             None,
             (),
         )
-    deploy = _serving_before(source, deploy, config)
+    deploy = _serving_before(source, deploy, config, known_by=now)
     until = min(now, deploy.ts + timedelta(seconds=config.horizon_s))
     since = deploy.ts - timedelta(seconds=config.baseline_s)
     table = source.run(
@@ -1028,12 +1028,15 @@ def detect_deploy(
             "old_version": deploy.previous_version,
             "since": since,
             "until": until,
+            "known_by": now,
         },
     )
     counts = counts_from_table(
         table, deploy, config.codes, baseline_s=config.baseline_s, until=until
     )
-    sig_common = {"service": deploy.service, "environment": deploy.environment}
+    # `known_by`: only rows received by the evaluation time count, so an as-of replay sees
+    # what a live gate saw then (not rows back-filled or sent late by a skewed clock).
+    sig_common = {"service": deploy.service, "environment": deploy.environment, "known_by": now}
     new_sig = source.run(
         "signature_exposure",
         {**sig_common, "version": deploy.version, "since": deploy.ts, "until": until},
@@ -1070,7 +1073,9 @@ def detect_deploy(
     return DeployReport(evaluation.verdict, evaluation.reason, deploy, findings, notes, evaluation)
 
 
-def _serving_before(source: Source, deploy: DeployInfo, config: DetectConfig) -> DeployInfo:
+def _serving_before(
+    source: Source, deploy: DeployInfo, config: DetectConfig, *, known_by: datetime
+) -> DeployInfo:
     """`deploy` with the version that was serving before it as its previous version.
 
     The markers' order names the version first deployed before this one; after a
@@ -1084,6 +1089,7 @@ def _serving_before(source: Source, deploy: DeployInfo, config: DetectConfig) ->
             "environment": deploy.environment,
             "since": deploy.ts - timedelta(seconds=config.serving_window_s),
             "until": deploy.ts,
+            "known_by": known_by,
         },
     ).to_pylist()
     serving = next((str(r["version"]) for r in rows if r["version"] != deploy.version), None)
@@ -1409,6 +1415,7 @@ def detect_spikes(
         {
             "code": code,
             "until": now,
+            "known_by": now,
             "recent_s": config.spike_recent_s,
             "bucket_s": config.spike_bucket_s,
             "history_days": config.spike_history_days,
@@ -1521,6 +1528,7 @@ def detect_loop_misuse(
         {
             "since": since,
             "until": now,
+            "known_by": now,
             "service": service,
             "environment": environment,
             "limit": 10000,

@@ -7,6 +7,7 @@
 -- param: since timestamp                -- window start
 -- param: until timestamp                -- window end, exclusive
 -- param: per_group integer 1..1000 = 5          -- at most this many ids per tool, code and field
+-- param: known_by timestamp = now       -- only rows received before this (what --as-of knew)
 WITH failing AS (
     SELECT tool, code, field, ts, span_id, trace_id, call_id,
            coalesce(correlation_id, trace_id) AS correlation_id
@@ -18,6 +19,7 @@ WITH failing AS (
       AND code <> 'ok'
       AND ts >= $since
       AND ts < $until
+      AND received_at < $known_by
     QUALIFY row_number() OVER (PARTITION BY tool, code, field, correlation_id ORDER BY ts, span_id) = 1
 )
 SELECT tool, code, field, ts, correlation_id, trace_id, call_id

@@ -5,6 +5,7 @@
 -- param: service text = null            -- only this service
 -- param: environment text = null        -- only this environment
 -- param: limit integer = 1000           -- at most this many rows, newest first
+-- param: known_by timestamp = now       -- only rows received before this (what --as-of knew)
 WITH errs AS (
     SELECT service, version, tool, code, field, trace_id, session_id, span_id, call_id, ts,
            coalesce(correlation_id, trace_id) AS correlation_id
@@ -12,6 +13,7 @@ WITH errs AS (
     WHERE code IN ('invalid_args', 'denied', 'not_found')
       AND ts >= $since
       AND ts < $until
+      AND received_at < $known_by
       AND ($service IS NULL OR service = $service)
       AND ($environment IS NULL OR environment = $environment)
 ),
@@ -51,6 +53,7 @@ after_denied AS (
     WHERE t.ts > d.denied_at
       AND t.ts >= $since
       AND t.ts < $until
+      AND t.received_at < $known_by
     GROUP BY t.service, t.tool, t.trace_id
 )
 SELECT * FROM repeated_field

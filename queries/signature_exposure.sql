@@ -6,6 +6,7 @@
 -- param: exclude_version text = null    -- every version except this one
 -- param: since timestamp                -- window start
 -- param: until timestamp                -- window end, exclusive
+-- param: known_by timestamp = now       -- only rows received before this (what --as-of knew)
 SELECT
     tool,
     code,
@@ -22,5 +23,6 @@ WHERE service = $service
   AND ($exclude_version IS NULL OR version IS DISTINCT FROM $exclude_version)
   AND ts >= $since
   AND ts < $until
+  AND received_at < $known_by
 GROUP BY tool, code, field
 ORDER BY tool, code, field

@@ -8,6 +8,7 @@
 -- param: min_recent_errors integer = 20 -- skip tools with fewer errors in the recent window
 -- param: service text = null            -- only this service
 -- param: environment text = null        -- only this environment
+-- param: known_by timestamp = now       -- only rows received before this (what --as-of knew)
 WITH scoped AS (
     SELECT
         service,
@@ -17,6 +18,7 @@ WITH scoped AS (
         epoch($until) - epoch(ts) AS age_s
     FROM tool_calls
     WHERE ts < $until
+      AND received_at < $known_by
       AND ts >= $until - to_days($history_days) - to_seconds($recent_s + $bucket_s)
       AND ($service IS NULL OR service = $service)
       AND ($environment IS NULL OR environment = $environment)

@@ -223,3 +223,29 @@ def test_after_a_rollback_the_baseline_is_the_version_that_was_serving(tmp_path:
     body = orjson.loads(result.output)
     assert body["verdict"] == "regression"
     assert {f["previous_version"] for f in body["findings"]} == {"1.0"}
+
+
+def test_as_of_knows_only_what_had_been_received(tmp_path: Path) -> None:
+    """Calls stamped 10:00-10:30 but received at 11:30 (a skewed clock, a back-fill) were
+    unknown to a gate at 10:30: replayed as of then, the verdict is what it was then."""
+    from dataclasses import replace
+
+    late = DEPLOY_TS + timedelta(minutes=90)
+    calls = [
+        replace(c, received_at=late) if c.version == "2.0" else c
+        for c in Scenario(rates_new={"get_job": 0.09}).calls()
+    ]
+    path = tmp_path / "errscope.duckdb"
+    with DuckDBStore(path) as store:
+        store.append_tool_calls(calls)
+        store.add_deploys(
+            [
+                Deploy("billing-agent", "1.0", DEPLOY_TS - timedelta(days=1), "prod"),
+                Deploy("billing-agent", "2.0", DEPLOY_TS, "prod"),
+            ]
+        )
+    args = ["--service", "billing-agent", "--version", "2.0", "--environment", "prod"]
+    then = CliRunner().invoke(check, [*args, "--db", str(path), "--as-of", _as_of(30)])
+    assert then.exit_code == 3, then.output
+    after = CliRunner().invoke(check, [*args, "--db", str(path), "--as-of", _as_of(95)])
+    assert after.exit_code == 1, after.output
