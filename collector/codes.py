@@ -323,7 +323,12 @@ class _Normaliser:
                 return outcome(Code.OK.value, Source.EXCEPTION)
             mapped = self.catalog.for_exception(exc_type)
             return outcome(mapped or self.catalog.fallback["exception"], Source.EXCEPTION)
-        # 7. span status
+        # 7. an error.type none of the above could read still says the call failed
+        # (OpenTelemetry sets it only on failures): unknown, never ok
+        if error_type and error_number is None:
+            safe = is_safe_raw_code(error_type) and not self.is_secret(error_type)
+            return outcome(Code.UNKNOWN.value, Source.ERROR_TYPE, error_type if safe else None)
+        # 8. span status
         if view.status.code == STATUS_ERROR:
             return outcome(self.catalog.fallback["status_error"], Source.STATUS)
         return outcome(Code.OK.value, Source.STATUS)

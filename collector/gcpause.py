@@ -7,7 +7,10 @@ and walks every live object of the young generations (or of the whole heap): mea
 that was most of `instrument()`'s overhead on the application thread, and a third of a
 1,000-row store append.  Pausing the collector while the batch lives leaves it little
 to catch up on.  Pauses nest across threads; a collector the application has disabled
-stays disabled.
+stays disabled.  One limit: an application that disables the collector *while* a pause
+runs (the flag is already off then, so nothing can tell its call from ours) finds it
+re-enabled when the pause ends; disable it before errscope starts, or call
+`gc.disable()` again after a flush.
 """
 
 from __future__ import annotations

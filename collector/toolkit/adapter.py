@@ -69,6 +69,7 @@ from collector.toolkit.observation import (
     error_observation,
     success_observation,
 )
+from collector.toolkit.scrubbing import looks_secret
 
 __all__ = [
     "AsyncTool",
@@ -89,6 +90,7 @@ ATTR_ERROR_TYPE: Final = "error.type"
 ATTR_CODE: Final = "errscope.code"
 ATTR_FIELD: Final = "errscope.field"
 ATTR_CORRELATION_ID: Final = "errscope.correlation_id"
+ATTR_RETRY_AFTER_S: Final = "errscope.retry_after_s"
 
 # Tool names in the wild: `get_job`, `search.web`, `github/create_issue`, `fs:read-file`.
 _TOOL_NAME_CHARS: Final = frozenset(
@@ -185,10 +187,19 @@ def _retry_after_s(headers: Any) -> float | None:
     return _clean_seconds(seconds)
 
 
-def _clean_seconds(value: float | None) -> float | None:
-    if value is None or not math.isfinite(value) or value < 0:
+def _clean_seconds(value: object) -> float | None:
+    """Seconds as a finite, non-negative float; a number given as text ("5", straight from a
+    Retry-After header) is read; anything else is dropped rather than failing the call."""
+    if isinstance(value, bool):
         return None
-    return round(value, 3)
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return None
+    return round(float(value), 3)
 
 
 class _Adapter:
@@ -296,7 +307,13 @@ class _Adapter:
         return _Failure(
             code,
             hint=hint if isinstance(hint, str) else None,
-            field=field if isinstance(field, str) and is_identifier(field) else None,
+            # A handler may name a key the model sent, which can be anything, a token
+            # included: such a "field" is neither echoed nor recorded.
+            field=(
+                field
+                if isinstance(field, str) and is_identifier(field) and not looks_secret(field)
+                else None
+            ),
             retry_after_s=retry_after_s,
             correlation_id=correlation_id,
         )
@@ -349,6 +366,8 @@ class _Adapter:
                 span.set_attribute(ATTR_FIELD, outcome.field)
             if outcome.correlation_id is not None:
                 span.set_attribute(ATTR_CORRELATION_ID, outcome.correlation_id)
+            if outcome.retry_after_s is not None:  # what the pipeline stores as retry_after_s
+                span.set_attribute(ATTR_RETRY_AFTER_S, outcome.retry_after_s)
             observation = error_observation(
                 outcome.code,
                 outcome.hint or default_hint(outcome.code, self.catalog),

@@ -699,6 +699,26 @@ def test_unknown_code_keeps_raw_identifier() -> None:
     assert record.raw_code == "quota_blown"
 
 
+@pytest.mark.parametrize(
+    ("error_type", "raw"),
+    [("rateLimited", "rateLimited"), ("tool-error", "tool-error"), ("quota blown", None)],
+)
+def test_an_unreadable_error_type_is_a_failure_not_ok(error_type: str, raw: str | None) -> None:
+    """OpenTelemetry sets error.type only when the call failed: a value errscope cannot map
+    (and no status, no exception) is `unknown`, never `ok`."""
+    span = make_span(
+        "execute_tool get_job",
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "get_job",
+            "error.type": error_type,
+        },
+    )
+    record = Pipeline().process(from_readable(span)).record
+    assert record is not None
+    assert (record.code, record.raw_code) == ("unknown", raw)
+
+
 def test_retry_after_from_header() -> None:
     """A 429 keeps retry_after_s from the Retry-After header and the HTTP status."""
     record = Pipeline().process(from_readable(_http_rate_limited())).record

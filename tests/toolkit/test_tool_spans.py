@@ -155,3 +155,39 @@ def test_async_tool(traced: Any) -> None:
     assert called == [17, 99]
     codes = [s.attributes["errscope.code"] for s in traced.spans()]
     assert codes == ["ok", "not_found", "invalid_args"]
+
+
+@pytest.mark.parametrize("seconds", [7.5, "5", " 12 "], ids=["number", "text", "padded-text"])
+def test_retry_after_reaches_the_span(traced: Any, seconds: object) -> None:
+    """RateLimited's retry_after_s, as a number or as the header's text, is on the span (the
+    pipeline stores it as retry_after_s) and in the observation; the call stays rate_limited."""
+    from collector.toolkit import RateLimited
+
+    @tool("search", tracer_provider=traced.provider)
+    def search() -> None:
+        raise RateLimited("slow down", retry_after_s=seconds)  # type: ignore[arg-type]
+
+    observation = search({})
+    expected = float(str(seconds).strip())
+    assert (observation["error"], observation["retry_after"]) == ("rate_limited", expected)
+    span = traced.only_span()
+    assert span.attributes["errscope.retry_after_s"] == expected
+    assert span.attributes["errscope.code"] == "rate_limited"
+
+
+def test_a_secret_named_as_the_field_is_neither_echoed_nor_recorded(traced: Any) -> None:
+    """A handler naming a key the model sent (which may be a token) as the field: the call is
+    invalid_args, the field is left out of the observation and the span."""
+    from collector.toolkit import InvalidArgs
+
+    @tool("search", tracer_provider=traced.provider)
+    def search(filters: dict[str, int]) -> None:
+        for key in filters:
+            raise InvalidArgs("unknown filter; use owner or status", field=key)
+
+    observation = search({"filters": {SECRET: 1}})
+    assert observation["error"] == "invalid_args"
+    assert "field" not in observation
+    span = traced.only_span()
+    assert "errscope.field" not in span.attributes
+    assert "4eC39HqLyjWD" not in repr(dict(span.attributes))
