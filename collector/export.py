@@ -10,14 +10,18 @@ cannot process is reduced to its ids (fail closed) and counted.
 
 `instrument(service, version=..., environment=..., endpoint=... | store=...)` builds a
 `TracerProvider` whose spans go through that wrapper to a sidecar over OTLP, or to a local
-store file, and (by default) installs it as the global provider.
+store file, and (by default) installs it as the global provider (when none is set yet:
+OpenTelemetry allows one per process; a second call warns and returns a provider that is
+not global).
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import os
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Final
 
@@ -56,6 +60,10 @@ class ScrubbingSpanExporter(SpanExporter):
         self._lock = threading.Lock()
         self.exported = 0
         self.failed = 0
+        self.forked = False  # a forked child of the process that opened `sink`
+        if sink is not None and hasattr(os, "register_at_fork"):
+            this = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: _after_fork(this))
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Process each span, store the records (if a sink is set), pass on the rest."""
@@ -95,6 +103,9 @@ class ScrubbingSpanExporter(SpanExporter):
         return forward, batch
 
     def _store(self, batch: StoreBatch) -> SpanExportResult:
+        if self.forked and (batch.calls or batch.tracebacks or batch.redactions):
+            self.failed += len(batch.calls)
+            return SpanExportResult.FAILURE
         if self.sink is None or not (batch.calls or batch.tracebacks or batch.redactions):
             return SpanExportResult.SUCCESS
         try:
@@ -114,6 +125,23 @@ class ScrubbingSpanExporter(SpanExporter):
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Flush the inner exporter."""
         return self.inner.force_flush(timeout_millis) if self.inner is not None else True
+
+
+def _after_fork(ref: weakref.ref[ScrubbingSpanExporter]) -> None:
+    """In a forked child: the store belongs to the parent (DuckDB allows one writing
+    process per file), so the child stores nothing and says so once, rather than write
+    through the parent's connection or lose its calls without a word."""
+    exporter = ref()
+    if exporter is None or exporter.sink is None:
+        return
+    exporter.sink = None  # never closed here: closing would checkpoint the parent's file
+    exporter.forked = True
+    log.error(
+        "store_after_fork: this forked process stores no tool calls; a DuckDB store is "
+        "written by one process, so call instrument() in each worker after the fork, or "
+        "send spans to `errscope serve` (endpoint=...)",
+        extra={"code": "store_after_fork"},
+    )
 
 
 def _otlp_exporter(endpoint: str, protocol: str, headers: dict[str, str] | None) -> SpanExporter:
@@ -178,5 +206,15 @@ def instrument(
         BatchSpanProcessor(exporter, schedule_delay_millis=schedule_delay_millis)
     )
     if set_global:
-        trace.set_tracer_provider(provider)
+        if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            trace.set_tracer_provider(provider)
+        else:
+            # OpenTelemetry sets the global provider once per process; it would only log a
+            # warning of its own and keep the first one, so say what that means here.
+            log.warning(
+                "global_provider_taken: a global tracer provider is already set, so this "
+                "one is not global; spans from the global tracer keep going to the first "
+                "(service, version). Use the returned provider, or call instrument() once",
+                extra={"code": "global_provider_taken"},
+            )
     return provider

@@ -329,3 +329,79 @@ def test_planted_secret_never_survives(
     assert out.forward is not None
     assert secret not in "\n".join(strings_of(asdict(out.forward)))
     assert out.record.trace_id == out.forward.trace_id
+
+
+_FORK_SCRIPT = """
+import logging, os, sys
+logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+from collector.export import instrument
+
+provider = instrument("svc", version="1", store=sys.argv[1], set_global=False)
+tracer = provider.get_tracer("app")
+
+def call(name):
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+    with tracer.start_as_current_span("execute_tool " + name, attributes=attrs):
+        pass
+    provider.force_flush()
+
+call("before_fork")
+pid = os.fork()
+if pid == 0:
+    call("in_child")
+    exporter = provider._active_span_processor._span_processors[0].span_exporter
+    os._exit(0 if exporter.forked and exporter.failed == 1 else 3)
+_, status = os.waitpid(pid, 0)
+call("after_fork")
+provider.shutdown()
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_worker_says_it_cannot_store(tmp_path: Path) -> None:
+    """instrument(store=...) then fork (gunicorn --preload): the child stores nothing, says
+    so once with a code, and leaves the parent's store whole; the parent keeps storing."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.duckdb"
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_SCRIPT, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.count("store_after_fork") == 1
+    with DuckDBStore(path, read_only=True) as store:
+        tools = store.cursor().execute("SELECT tool FROM tool_calls ORDER BY ts").fetchall()
+    assert tools == [("before_fork",), ("after_fork",)]
+
+
+def test_instrument_twice_warns_that_the_second_is_not_global() -> None:
+    """OpenTelemetry keeps the first global provider: a second instrument() says so."""
+    import subprocess
+    import sys
+
+    script = (
+        "import logging, sys\n"
+        "logging.basicConfig(level=logging.WARNING, stream=sys.stderr)\n"
+        "from opentelemetry import trace\n"
+        "from collector.export import instrument\n"
+        "first = instrument('svc', version='1', endpoint='http://127.0.0.1:9/v1/traces')\n"
+        "second = instrument('svc', version='2', endpoint='http://127.0.0.1:9/v1/traces')\n"
+        "assert trace.get_tracer_provider() is first\n"
+        "assert second is not first\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.count("global_provider_taken") == 1
