@@ -1069,7 +1069,9 @@ def detect_deploy(
         )
         for r in first.to_pylist():
             ids.setdefault((r["tool"], r["code"], r["field"]), []).append(r["correlation_id"])
-    findings, notes = _deploy_findings(deploy, evaluation, ids, until, config)
+    # detected_at is the evaluation time (docs/detection.md); the window may end earlier
+    # (at the horizon), which window_end says.
+    findings, notes = _deploy_findings(deploy, evaluation, ids, until, config, detected_at=now)
     return DeployReport(evaluation.verdict, evaluation.reason, deploy, findings, notes, evaluation)
 
 
@@ -1122,6 +1124,8 @@ def _deploy_findings(
     ids: Mapping[tuple[str, str, str | None], list[str]],
     until: datetime,
     config: DetectConfig,
+    *,
+    detected_at: datetime | None = None,
 ) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
     findings: list[Finding] = []
     notes: list[Finding] = []
@@ -1161,7 +1165,7 @@ def _deploy_findings(
                     version=deploy.version,
                     environment=deploy.environment,
                     previous_version=deploy.previous_version,
-                    detected_at=until,
+                    detected_at=detected_at or until,
                 )
             )
         elif t.storm and t.tool != AGGREGATE_TOOL:
@@ -1188,7 +1192,7 @@ def _deploy_findings(
                     version=deploy.version,
                     environment=deploy.environment,
                     previous_version=deploy.previous_version,
-                    detected_at=until,
+                    detected_at=detected_at or until,
                 )
             )
     for s, adj, hit in evaluation.signatures:
@@ -1218,7 +1222,7 @@ def _deploy_findings(
                 version=deploy.version,
                 environment=deploy.environment,
                 previous_version=deploy.previous_version,
-                detected_at=until,
+                detected_at=detected_at or until,
             )
         )
     return tuple(findings), tuple(notes)
@@ -1251,6 +1255,7 @@ class SpikeSeries:
     hist_errors: Array
     day_calls: Array
     day_errors: Array
+    recent_traces: Array | None = None  # distinct failing traces per recent slot
 
 
 @dataclass(frozen=True, slots=True)
@@ -1364,6 +1369,12 @@ def evaluate_spike_series(
     return None
 
 
+def _slot_traces(per_slot: Array | None, slot: int) -> int:
+    if per_slot is None:
+        return 0
+    return int(per_slot[slot : slot + 2].sum())
+
+
 def spike_series_from_table(
     table: pa.Table, config: DetectConfig = DEFAULT_CONFIG
 ) -> list[SpikeSeries]:
@@ -1376,7 +1387,7 @@ def spike_series_from_table(
         groups.setdefault((str(r["service"]), str(r["tool"])), []).append(r)
     out: list[SpikeSeries] = []
     for (service, tool), rows in sorted(groups.items()):
-        rc, re_ = np.zeros(recent), np.zeros(recent)
+        rc, re_, rt = np.zeros(recent), np.zeros(recent), np.zeros(recent)
         hc, he = np.zeros((days, recent + 2)), np.zeros((days, recent + 2))
         dc, de = np.zeros(per_day - recent), np.zeros(per_day - recent)
         for r in rows:
@@ -1384,11 +1395,12 @@ def spike_series_from_table(
             calls, errs = float(str(r["calls"])), float(str(r["errors"]))
             if day == 0 and 0 <= slot < recent:
                 rc[slot], re_[slot] = calls, errs
+                rt[slot] = float(str(r.get("traces") or 0))
             elif day == 0 and recent <= slot < per_day:
                 dc[slot - recent], de[slot - recent] = calls, errs
             elif 1 <= day <= days and -1 <= slot <= recent:
                 hc[day - 1, slot + 1], he[day - 1, slot + 1] = calls, errs
-        out.append(SpikeSeries(service, tool, rc, re_, hc, he, dc, de))
+        out.append(SpikeSeries(service, tool, rc, re_, hc, he, dc, de, rt))
     return out
 
 
@@ -1428,6 +1440,7 @@ def detect_spikes(
     alarms = [a for s in series if (a := evaluate_spike_series(s, config)) is not None]
     if not alarms:
         return []
+    traces = {(s.service, s.tool): s.recent_traces for s in series if s.recent_traces is not None}
     tested_p = [1.0] * (len(series) - len(alarms)) + [a.p_value for a in alarms]
     adjusted = benjamini_hochberg(tested_p)[len(series) - len(alarms) :]
     deploys = source.run(
@@ -1476,6 +1489,8 @@ def detect_spikes(
                 errors_before=int(a.errors_before),
                 calls_after=int(a.calls),
                 errors_after=int(a.errors),
+                # failing traces of the two slots (a trace in both is counted in each)
+                traces_after=_slot_traces(traces.get((a.service, a.tool)), a.slot),
                 ratio=ratio,
                 ratio_ci=(lo / a.expected, hi / a.expected),
                 p_value=a.p_value,

@@ -110,6 +110,7 @@ def test_the_not_found_spike_is_not_deploy_related(backfilled: Backfilled) -> No
     found = {(f.service, f.tool): f for f in spikes}
     assert (SUPPORT, SPIKE_TOOL) in found, [f.summary for f in spikes]
     assert "not_deploy_related" in found[(SUPPORT, SPIKE_TOOL)].label
+    assert found[(SUPPORT, SPIKE_TOOL)].traces_after > 0  # failing traces, not left at 0
     assert all(f.service != BILLING for f in spikes)
 
 

@@ -249,3 +249,15 @@ def test_as_of_knows_only_what_had_been_received(tmp_path: Path) -> None:
     assert then.exit_code == 3, then.output
     after = CliRunner().invoke(check, [*args, "--db", str(path), "--as-of", _as_of(95)])
     assert after.exit_code == 1, after.output
+
+
+def test_detected_at_is_the_evaluation_time(tmp_path: Path) -> None:
+    """Past the 2-hour horizon the window ends at the horizon, but detected_at is as-of."""
+    db = _db(tmp_path, Scenario(rates_new={"get_job": 0.09}))
+    args = ["--service", "billing-agent", "--version", "2.0", "--environment", "prod"]
+    result = CliRunner().invoke(check, [*args, "--db", str(db), "--as-of", _as_of(150), "--json"])
+    body = orjson.loads(result.output)
+    assert body["verdict"] == "regression", result.output
+    for finding in body["findings"]:
+        assert finding["detected_at"] == body["as_of"]
+        assert finding["window_end"] <= body["as_of"]
