@@ -1001,12 +1001,17 @@ def detect_deploy(
     as_of: datetime | None = None,
     config: DetectConfig = DEFAULT_CONFIG,
     deploy: DeployInfo | None = None,
+    known_by: datetime | None = None,
 ) -> DeployReport:
     """Evaluate one deploy through named queries, as of `as_of` (default now).
 
-    `deploy` skips the marker lookup when the caller already has it (`detect_all`).
+    Only rows received by `known_by` count (default: `as_of`, so a replay says what a live
+    gate said then; pass a later time to judge a past moment on data that came in since,
+    such as a back-fill).  `deploy` skips the marker lookup when the caller already has it
+    (`detect_all`).
     """
     now = _now(as_of)
+    known = _now(known_by) if known_by is not None else now
     if deploy is None:
         deploy = find_deploy(source, service, version, environment, as_of=now)
     if deploy is None:
@@ -1016,7 +1021,7 @@ def detect_deploy(
             None,
             (),
         )
-    deploy = _serving_before(source, deploy, config, known_by=now)
+    deploy = _serving_before(source, deploy, config, known_by=known)
     until = min(now, deploy.ts + timedelta(seconds=config.horizon_s))
     since = deploy.ts - timedelta(seconds=config.baseline_s)
     table = source.run(
@@ -1028,7 +1033,7 @@ def detect_deploy(
             "old_version": deploy.previous_version,
             "since": since,
             "until": until,
-            "known_by": now,
+            "known_by": known,
         },
     )
     counts = counts_from_table(
@@ -1036,7 +1041,7 @@ def detect_deploy(
     )
     # `known_by`: only rows received by the evaluation time count, so an as-of replay sees
     # what a live gate saw then (not rows back-filled or sent late by a skewed clock).
-    sig_common = {"service": deploy.service, "environment": deploy.environment, "known_by": now}
+    sig_common = {"service": deploy.service, "environment": deploy.environment, "known_by": known}
     new_sig = source.run(
         "signature_exposure",
         {**sig_common, "version": deploy.version, "since": deploy.ts, "until": until},
@@ -1412,6 +1417,7 @@ def detect_spikes(
     environment: str | None = None,
     code: str | None = None,
     config: DetectConfig = DEFAULT_CONFIG,
+    known_by: datetime | None = None,
 ) -> list[Finding]:
     """Spikes of one code (default not_found) per (service, tool), deploy or not.
 
@@ -1427,7 +1433,7 @@ def detect_spikes(
         {
             "code": code,
             "until": now,
-            "known_by": now,
+            "known_by": _now(known_by) if known_by is not None else now,
             "recent_s": config.spike_recent_s,
             "bucket_s": config.spike_bucket_s,
             "history_days": config.spike_history_days,
@@ -1534,6 +1540,7 @@ def detect_loop_misuse(
     service: str | None = None,
     environment: str | None = None,
     config: DetectConfig = DEFAULT_CONFIG,
+    known_by: datetime | None = None,
 ) -> list[Finding]:
     """Retry-rule breaches in the last `loop_window_s`, one finding per (service, tool, rule)."""
     now = _now(as_of)
@@ -1543,7 +1550,7 @@ def detect_loop_misuse(
         {
             "since": since,
             "until": now,
-            "known_by": now,
+            "known_by": _now(known_by) if known_by is not None else now,
             "service": service,
             "environment": environment,
             "limit": 10000,
@@ -1594,8 +1601,10 @@ def detect_all(
     service: str | None = None,
     environment: str | None = None,
     config: DetectConfig = DEFAULT_CONFIG,
+    known_by: datetime | None = None,
 ) -> list[Finding]:
-    """Current findings: every deploy within `horizon_s`, spikes, and loop misuse."""
+    """Current findings: every deploy within `horizon_s`, spikes, and loop misuse (only
+    rows received by `known_by`, default `as_of`, count: see `detect_deploy`)."""
     now = _now(as_of)
     deploys = source.run(
         "deploy_markers",
@@ -1623,15 +1632,28 @@ def detect_all(
             as_of=now,
             config=config,
             deploy=info,
+            known_by=known_by,
         )
         findings.extend(report.findings)
         findings.extend(report.notes)
     findings.extend(
-        detect_spikes(source, as_of=now, service=service, environment=environment, config=config)
+        detect_spikes(
+            source,
+            as_of=now,
+            service=service,
+            environment=environment,
+            config=config,
+            known_by=known_by,
+        )
     )
     findings.extend(
         detect_loop_misuse(
-            source, as_of=now, service=service, environment=environment, config=config
+            source,
+            as_of=now,
+            service=service,
+            environment=environment,
+            config=config,
+            known_by=known_by,
         )
     )
     return findings

@@ -2,7 +2,7 @@
 -- returns: tool calls per time bucket, service, tool and code (code 'ok' included), newest last
 -- param: since timestamp = 24h      -- start of the window (ISO 8601, or a duration ago)
 -- param: until timestamp = now      -- end of the window, exclusive
--- param: bucket_s integer 1..86400 = 60      -- bucket width in seconds
+-- param: bucket_s integer 1..31622400 = 60      -- bucket width in seconds
 -- param: service text = null        -- only this service
 -- param: tool text = null           -- only this tool
 SELECT

@@ -2,7 +2,7 @@
 -- returns: per time bucket, service and tool: calls, not_found calls and distinct traces with a not_found
 -- param: since timestamp = 24h          -- window start
 -- param: until timestamp = now          -- window end, exclusive
--- param: bucket_s integer 1..86400 = 300         -- bucket width in seconds
+-- param: bucket_s integer 1..31622400 = 300         -- bucket width in seconds
 -- param: service text = null            -- only this service
 -- param: tool text = null               -- only this tool
 SELECT

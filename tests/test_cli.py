@@ -304,8 +304,8 @@ def test_a_future_deploy_time_is_refused(db: Path) -> None:
 @pytest.mark.parametrize(
     ("param", "message"),
     [
-        ("bucket_s=0", "must be between 1 and 86,400"),
-        ("bucket_s=-1", "must be between 1 and 86,400"),
+        ("bucket_s=0", "must be between 1 and 31,622,400"),
+        ("bucket_s=-1", "must be between 1 and 31,622,400"),
         ("limit=-1", "must be between 0 and 1,000,000,000"),
     ],
 )

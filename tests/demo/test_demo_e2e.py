@@ -8,6 +8,7 @@ exporter to a real sidecar subprocess on a temporary store; the sidecar is then 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -37,6 +38,12 @@ HOURS = 3.0
 class Backfilled:
     report: BackfillReport
     store: Path
+
+
+# The back-fill sends hours of history in seconds, so every row is received after the
+# history's end: judge that end on everything received since (a replay with the default
+# known_by would know nothing, as a live gate at that time would have).
+KNOWN_NOW = datetime(2100, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +97,7 @@ def test_detection_flags_the_broken_tool_and_field(backfilled: Backfilled) -> No
         BILLING_NEW,
         "prod",
         as_of=backfilled.report.timeline.end,
+        known_by=KNOWN_NOW,
     )
     assert report.verdict is Verdict.REGRESSION, report.reason
     flagged = {
@@ -105,7 +113,7 @@ def test_detection_flags_the_broken_tool_and_field(backfilled: Backfilled) -> No
 def test_the_not_found_spike_is_not_deploy_related(backfilled: Backfilled) -> None:
     """support-agent's get_order spike is found and labelled not deploy-related."""
     spikes = detect.detect_spikes(
-        FileSource(backfilled.store), as_of=backfilled.report.timeline.end
+        FileSource(backfilled.store), as_of=backfilled.report.timeline.end, known_by=KNOWN_NOW
     )
     found = {(f.service, f.tool): f for f in spikes}
     assert (SUPPORT, SPIKE_TOOL) in found, [f.summary for f in spikes]
@@ -117,7 +125,7 @@ def test_the_not_found_spike_is_not_deploy_related(backfilled: Backfilled) -> No
 def test_the_story_s_other_behaviours_are_in_the_store(backfilled: Backfilled) -> None:
     """Guessed ids, retry after denied, an unknown code, tracebacks and redaction counts."""
     misuse = detect.detect_loop_misuse(
-        FileSource(backfilled.store), as_of=backfilled.report.timeline.end
+        FileSource(backfilled.store), as_of=backfilled.report.timeline.end, known_by=KNOWN_NOW
     )
     rules = {(f.service, f.tool, f.label[0]) for f in misuse}
     assert (SUPPORT, SPIKE_TOOL, "not_found_repeated") in rules

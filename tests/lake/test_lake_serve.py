@@ -47,6 +47,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE = "billing-agent"
 #: One deploy, 1.0 -> 2.0, after which get_job starts failing on a field it never failed on.
+ALL_RECEIVED = datetime(2100, 1, 1, tzinfo=UTC)  # detection's known_by: every row counts
 SCENARIO = Scenario(calls_per_min=20, minutes_before=60, minutes_after=10, new_field="jobId")
 BATCH = 150  # spans per export request
 READY_TIMEOUT_S = 120.0
@@ -448,10 +449,13 @@ def test_three_sidecars_on_one_lake_store_each_acknowledged_span_once(
         lake_source = ApiSource(f"http://{lakes[0].api}")
         file_source = ApiSource(f"http://{filed.api}")
         assert _total(lake_source, since, as_of) == len(all_keys)
-        lake_findings = detect_all(lake_source, as_of=as_of)
-        file_findings = detect_all(file_source, as_of=as_of)
-        lake_report = detect_deploy(lake_source, SERVICE, "2.0", "prod", as_of=as_of)
-        file_report = detect_deploy(file_source, SERVICE, "2.0", "prod", as_of=as_of)
+        # The spans were sent just now with times up to 10 minutes ago: judge that moment
+        # on everything received since (known_by), as a post-incident review would.
+        known = {"as_of": as_of, "known_by": ALL_RECEIVED}
+        lake_findings = detect_all(lake_source, **known)
+        file_findings = detect_all(file_source, **known)
+        lake_report = detect_deploy(lake_source, SERVICE, "2.0", "prod", **known)
+        file_report = detect_deploy(file_source, SERVICE, "2.0", "prod", **known)
         assert _summary(lake_findings) == _summary(file_findings)
         assert (lake_report.verdict, _summary(lake_report.findings)) == (
             file_report.verdict,
