@@ -331,6 +331,23 @@ def test_planted_secret_never_survives(
     assert out.record.trace_id == out.forward.trace_id
 
 
+def _run_python(script: str, *args: str) -> Any:
+    """Run `script` in a fresh interpreter from the repository root; it must exit 0."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
 _FORK_SCRIPT = """
 import logging, os, sys
 logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
@@ -361,19 +378,8 @@ sys.exit(os.waitstatus_to_exitcode(status))
 def test_a_forked_worker_says_it_cannot_store(tmp_path: Path) -> None:
     """instrument(store=...) then fork (gunicorn --preload): the child stores nothing, says
     so once with a code, and leaves the parent's store whole; the parent keeps storing."""
-    import subprocess
-    import sys
-
     path = tmp_path / "s.duckdb"
-    done = subprocess.run(
-        [sys.executable, "-c", _FORK_SCRIPT, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = _run_python(_FORK_SCRIPT, str(path))
     assert done.stderr.count("store_after_fork") == 1
     with DuckDBStore(path, read_only=True) as store:
         tools = store.cursor().execute("SELECT tool FROM tool_calls ORDER BY ts").fetchall()
@@ -382,9 +388,6 @@ def test_a_forked_worker_says_it_cannot_store(tmp_path: Path) -> None:
 
 def test_instrument_twice_warns_that_the_second_is_not_global() -> None:
     """OpenTelemetry keeps the first global provider: a second instrument() says so."""
-    import subprocess
-    import sys
-
     script = (
         "import logging, sys\n"
         "logging.basicConfig(level=logging.WARNING, stream=sys.stderr)\n"
@@ -395,13 +398,5 @@ def test_instrument_twice_warns_that_the_second_is_not_global() -> None:
         "assert trace.get_tracer_provider() is first\n"
         "assert second is not first\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = _run_python(script)
     assert done.stderr.count("global_provider_taken") == 1
