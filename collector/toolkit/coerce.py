@@ -37,6 +37,9 @@ __all__ = [
 DEFAULT_MAXIMUM: Final = 2**63 - 1
 # ASCII digits only: str.isdigit() also accepts "²" and "٣", which int() then refuses or
 # reads as something the model did not mean.
+# Only ASCII whitespace is trimmed: str.strip() would also take a no-break or an
+# ideographic space, which a narrow coercion has no reason to read as nothing.
+_ASCII_SPACE: Final = " \t\r\n\f\v"
 _DIGITS_RE: Final = re.compile(r"[0-9]+")
 _EXAMPLE_ID: Final = 17
 _POSITIVE_INT_SHAPE: Final = "a positive integer such as 17"
@@ -57,7 +60,8 @@ class Coerce:
 
 
 def coerce_positive_int(value: object, *, field: str, maximum: int = DEFAULT_MAXIMUM) -> int:
-    """A positive integer id from an int or a digit string (whitespace trimmed), else InvalidArgs.
+    """A positive integer id from an int or a digit string (ASCII whitespace trimmed), else
+    InvalidArgs.
 
     Booleans are rejected before anything else (True is not job 1).  "17.0", "INV-17",
     "+17", "1_000", "four thousand", floats, 0, negative numbers and values past `maximum`
@@ -73,7 +77,7 @@ def coerce_positive_int(value: object, *, field: str, maximum: int = DEFAULT_MAX
     if isinstance(value, int):
         number = int(value)
     elif isinstance(value, str):
-        text = value.strip()
+        text = value.strip(_ASCII_SPACE)
         if _DIGITS_RE.fullmatch(text) is None:
             raise InvalidArgs(hint, field=field)
         # Compare lengths before int(): a megabyte of digits must not reach the parser.
@@ -99,7 +103,7 @@ def coerce_bool_from_string(value: object, *, field: str) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str):
-        match value.strip().lower():
+        match value.strip(_ASCII_SPACE).lower():
             case "true":
                 return True
             case "false":

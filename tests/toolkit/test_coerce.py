@@ -55,6 +55,8 @@ def test_positive_int_accepts(raw: object, expected: int) -> None:
         pytest.param("", id="empty"),
         pytest.param("   ", id="blank"),
         pytest.param("1 7", id="inner-space"),
+        pytest.param("\u00a017", id="no-break-space"),
+        pytest.param("17\u3000", id="ideographic-space"),
         pytest.param(None, id="null"),
         pytest.param([17], id="list"),
         pytest.param({"id": 17}, id="object"),
