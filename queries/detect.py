@@ -861,7 +861,11 @@ def _verdict(
     found = [r for r in results if r.finding]
     new_sigs = [s for s, _, hit in signatures if hit]
     if found or new_sigs:
-        parts = [f"{r.tool}/{r.code} x{(r.ratio or math.inf):.2g}" for r in found]
+        # The service-wide pool is named only when no tool of its code is: "get_job x2.4",
+        # not "get_job x2.4, * x1.3" for the same excess.
+        named = {r.code for r in found if r.tool != AGGREGATE_TOOL}
+        shown = [r for r in found if r.tool != AGGREGATE_TOOL or r.code not in named]
+        parts = [f"{r.tool}/{r.code} x{(r.ratio or math.inf):.2g}" for r in shown]
         parts += [f"new {s.tool}/{s.code}/{s.field}" for s in new_sigs]
         return Verdict.REGRESSION, "regression: " + ", ".join(parts)
     pooled = {r.code: r for r in results if r.tool == AGGREGATE_TOOL}

@@ -261,3 +261,14 @@ def test_detected_at_is_the_evaluation_time(tmp_path: Path) -> None:
     for finding in body["findings"]:
         assert finding["detected_at"] == body["as_of"]
         assert finding["window_end"] <= body["as_of"]
+
+
+def test_the_reason_names_the_tool_not_the_pool_behind_it(tmp_path: Path) -> None:
+    """A one-tool regression's reason names that tool, not also the service-wide pool."""
+    db = _db(tmp_path, Scenario(rates_new={"get_job": 0.3}))
+    args = ["--service", "billing-agent", "--version", "2.0", "--environment", "prod"]
+    result = CliRunner().invoke(check, [*args, "--db", str(db), "--as-of", _as_of(20), "--json"])
+    body = orjson.loads(result.output)
+    assert body["verdict"] == "regression", result.output
+    assert body["reason"].startswith("regression: get_job/invalid_args x")
+    assert "*/" not in body["reason"]
