@@ -1482,14 +1482,17 @@ def detect_spikes(
         label = spike_label(
             alarmed[a.service], tools_per_service[a.service], deploy_near=bool(near), config=config
         )
+        near_one_env = bool(near) and len({d["environment"] for d in near}) == 1
         ratio = a.errors / a.expected
         lo, hi = _poisson_ci(a.errors, config.ci_level)
         findings.append(
             Finding(
                 kind=FindingKind.SPIKE,
                 service=a.service,
-                version=str(near[-1]["version"]) if near else None,
-                environment=environment,
+                # A version only when the deploys near it agree on the environment: an
+                # unfiltered spike pools every environment, and staging's 2.0 is not prod's.
+                version=str(near[-1]["version"]) if near_one_env else None,
+                environment=environment or (near[-1]["environment"] if near_one_env else None),
                 tool=a.tool,
                 code=code,
                 detected_at=now,

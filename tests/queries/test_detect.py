@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from scipy import stats
 
 from collector.store import DuckDBStore
 from queries import detect
-from queries.findings import FindingKind, Verdict
+from queries.findings import Finding, FindingKind, Verdict
 from tests.queries.traffic import DEPLOY_TS, Scenario, StoreSource
 
 SERVICE, NEW = "billing-agent", "2.0"
@@ -502,3 +503,32 @@ def test_loop_misuse_keeps_to_the_environment_asked_for(store: DuckDBStore) -> N
     assert detect.detect_loop_misuse(source, as_of=as_of, environment="prod") == []
     kinds = {f.kind for f in detect.detect_all(source, as_of=as_of, environment="prod")}
     assert FindingKind.LOOP_MISUSE not in kinds
+
+
+def test_a_spike_names_a_version_only_from_its_own_environment(tmp_path: Path) -> None:
+    """An unfiltered spike pools environments: deploys near it in two environments name
+    no version; filtered to one environment, that environment's deploy is named."""
+    from collector.record import Deploy
+    from queries.source import FileSource
+    from tests.dashboard.scenario import AS_OF, SPIKE_TOOL, build_store
+
+    path = build_store(tmp_path / "s.duckdb")
+    with DuckDBStore(path) as store:
+        store.add_deploys(
+            [
+                Deploy("search-agent", "1.0", AS_OF - timedelta(minutes=20), "staging"),
+                Deploy("search-agent", "7.0", AS_OF - timedelta(minutes=25), "prod"),
+            ]
+        )
+    source = FileSource(path)
+
+    def spike(environment: str | None) -> Finding:
+        found = detect.detect_spikes(source, as_of=AS_OF, environment=environment)
+        (only,) = [f for f in found if f.tool == SPIKE_TOOL]
+        return only
+
+    pooled = spike(None)
+    assert "deploy_related" in pooled.label
+    assert (pooled.version, pooled.environment) == (None, None)
+    staging = spike("staging")
+    assert (staging.version, staging.environment) == ("1.0", "staging")
