@@ -586,10 +586,11 @@ def _relpath(path: str) -> str:
 
 
 def _clean_message(message: str, scrubber: Scrubber | None) -> str:
-    message = message[:_MESSAGE_MAX_CHARS]
+    # Scrub, then cut: cut first, a token across the cut keeps a prefix too short for its
+    # rule (an OpenAI key's first 30 characters were stored).
     if scrubber is not None:
         message = scrubber.scrub_secrets(message).text
-    return _ABS_PATH.sub(lambda m: _relpath(m.group()), message)
+    return _ABS_PATH.sub(lambda m: _relpath(m.group()), message[:_MESSAGE_MAX_CHARS])
 
 
 def _human_python(
@@ -603,7 +604,7 @@ def _human_python(
         body = lines[index].text[:_LINE_PREFIX_CHARS]
         if index == region.first:
             start = _PY_START.search(body)
-            out.append(body[start.start() if start else 0 :].strip())
+            out.append(scrub(body[start.start() if start else 0 :].strip()))
             continue
         frame = _PY_FRAME.match(body)
         if frame:
@@ -614,7 +615,9 @@ def _human_python(
             continue
         stripped = body.strip()
         if _PY_START.search(body) or _PY_CHAIN.match(body) or _PY_GROUP_RULE.match(stripped):
-            out.append(body.rstrip())
+            # Scrubbed too: a wrapped error's own line can carry the header after a secret
+            # ("cmd psql postgresql://app:pw@db failed: Traceback (most recent call last):").
+            out.append(scrub(body.rstrip()))
             expect_exc = True
             continue
         group_exc = _PY_GROUP_EXC.match(body)

@@ -143,6 +143,38 @@ def test_secrets_in_messages_are_masked_in_human_copy() -> None:
     assert "ConnectionError: cannot reach postgres://svc:[REDACTED:" in human.text
 
 
+OPENAI_LIKE = "sk-proj-" + "zgEOzdmenCkhvMdgaKjIg8" + "Qm4bT7x2LpR9sVw1Yc6Nh3Jk5Df0Ga"
+PG_URL = "postgresql://app:Pw8qZt3xLm9v@db.internal:5432/orders"
+
+
+@pytest.mark.parametrize(
+    ("exception_line", "secret"),
+    [
+        pytest.param(
+            f"RuntimeError: cmd psql {PG_URL} failed: Traceback (most recent call last):",
+            "Pw8qZt3xLm9v",
+            id="header-inside-the-exception-line",
+        ),
+        pytest.param(
+            "RuntimeError: " + "e" * 265 + " key=" + OPENAI_LIKE,
+            OPENAI_LIKE[:16],
+            id="token-across-the-300-character-cut",
+        ),
+    ],
+)
+def test_a_message_is_scrubbed_whole_before_it_is_cut(exception_line: str, secret: str) -> None:
+    """No part of a secret survives a message's cut, nor a line that embeds the header."""
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/tools.py", line 3, in run\n'
+        "    subprocess.run(cmd)\n" + exception_line + "\n"
+    )
+    human = redact_traceback(text)
+    assert human is not None
+    assert secret not in human.text
+    assert "RuntimeError" in human.text
+
+
 TRUNCATED = [
     pytest.param(
         'Traceback (most recent call last):\n  File "/srv/app/tools.py", line 3, in ha',
