@@ -32,7 +32,9 @@ from collector.spanview import AttrValue, SpanView
 
 __all__ = ["Convention", "Matcher", "ToolSpan", "classify"]
 
-_MAX_TOOL_CHARS: Final = 128
+# A bound on what is read of a tool name: the record keeps 128 characters, but the secret
+# check must see the whole name first (a key past the cut kept its first 16 characters).
+_MAX_TOOL_CHARS: Final = 1024
 
 
 class Convention(StrEnum):

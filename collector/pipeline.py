@@ -297,6 +297,10 @@ class Pipeline:
         return value
 
     def _tool_name(self, tool: str, clean: bool = False) -> str:
+        # The name as sent is checked before it is cut and its odd characters replaced:
+        # either can leave a key's prefix that no rule recognises.
+        if self._is_secret(tool, clean):
+            return "redacted_tool"
         cleaned = _TOOL_BAD_CHARS.sub("_", tool)[:128].lstrip(".:/-") or "unknown_tool"
         return "redacted_tool" if self._is_secret(cleaned, clean) else cleaned
 

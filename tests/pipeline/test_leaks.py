@@ -120,3 +120,16 @@ def test_a_tracestate_entry_holding_a_secret_is_dropped() -> None:
     out = Pipeline().process(from_readable(_span("invoke_agent a", {}, trace_state=clean)))
     assert out.forward is not None
     assert out.forward.trace_state == "dd=s:1;o:rum"
+
+
+def test_a_key_past_the_tool_name_cut_is_not_kept_in_part() -> None:
+    """A tool name is checked whole before it is cut to 128 characters: a key that straddles
+    the cut must not leave its first characters in the row, the counts or the span."""
+    aws_key = "AKIA" + "UJZDEGXDNCF3QW7T"
+    name = "fetch " + "p" * 105 + " " + aws_key
+    span = _span(f"execute_tool {name}", {**TOOL, "gen_ai.tool.name": name})
+    out = Pipeline().process(from_readable(span))
+    assert out.record is not None
+    assert out.record.tool == "redacted_tool"
+    assert out.forward is not None
+    assert aws_key[:8] not in _text(out.record) + _text(out.forward)
