@@ -51,6 +51,15 @@ log = logging.getLogger("errscope.pipeline")
 UNKNOWN_SERVICE: Final = "unknown_service"
 NON_TOOL: Final = "_non_tool"  # the `tool` of redaction counts from non-tool spans
 _TOOL_BAD_CHARS: Final = re.compile(r"[^A-Za-z0-9_.:/-]")
+# An attribute whose name says it holds a credential: its text is masked whole, whatever
+# it looks like (a password has no format a rule could recognise).  A name segment must
+# be the word itself: "gen_ai.usage.output_tokens" and "tokenizer" are not tokens.
+_SECRET_NAME_RE: Final = re.compile(
+    r"(?i)(?:^|[._\-\s])(?:password|passwd|passphrase|pass|pwd|secrets?|token"
+    r"|api[_\-]?keys?|apikey|access[_\-]?keys?|private[_\-]?keys?|client[_\-]?secret"
+    r"|auth|authorization|credentials?|cookies?)(?:$|[._\-\s])"
+)
+SECRET_NAME_RULE: Final = "secret-named-attribute"  # noqa: S105 - a rule id, not a secret
 _LABEL_OK: Final = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 _EXC_TYPE_OK: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,47}")
 _REDACTED_SPAN_NAME: Final = "errscope.redacted"
@@ -108,6 +117,19 @@ class _Counts:
 
     def add(self, counts: Mapping[str, int]) -> None:
         self.by_rule.update(counts)
+
+
+def _masked_by_name(value: AttrValue, counts: _Counts) -> AttrValue:
+    """The value of a credential-named attribute: every text masked whole, counted."""
+    if isinstance(value, str) and value:
+        counts.add({SECRET_NAME_RULE: 1})
+        return f"[REDACTED:{SECRET_NAME_RULE}]"
+    if isinstance(value, tuple):
+        return tuple(_masked_by_name(v, counts) for v in value)
+    if isinstance(value, bytes):
+        counts.add({"bytes": 1})
+        return ""
+    return value  # numbers and booleans say nothing secret
 
 
 def _ns_to_dt(ns: int) -> datetime:
@@ -497,9 +519,10 @@ class Pipeline:
 
         Keys too: a span can be given any string as an attribute's name, a token included.
         """
+        named = {k for k in attrs if _SECRET_NAME_RE.search(k)}
         texts = [*attrs, *(t for v in attrs.values() for t in _strings(v))]
         has_bytes = any(isinstance(v, bytes) for v in attrs.values())
-        if not has_bytes:
+        if not has_bytes and not named:
             joined = "\n\n".join(t for t in texts if t)
             method = (
                 self.scrubber.scrub_secrets if policy is NonToolPolicy.PASS else self.scrubber.scrub
@@ -508,7 +531,10 @@ class Pipeline:
                 return dict(attrs)
         scrub_key = self._scrub_text(policy)
         return {
-            scrub_key(k, counts): self._scrub_value(v, counts, policy) for k, v in attrs.items()
+            scrub_key(k, counts): (
+                _masked_by_name(v, counts) if k in named else self._scrub_value(v, counts, policy)
+            )
+            for k, v in attrs.items()
         }
 
     def _scrub_origin(

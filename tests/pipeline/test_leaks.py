@@ -133,3 +133,27 @@ def test_a_key_past_the_tool_name_cut_is_not_kept_in_part() -> None:
     assert out.record.tool == "redacted_tool"
     assert out.forward is not None
     assert aws_key[:8] not in _text(out.record) + _text(out.forward)
+
+
+@pytest.mark.parametrize("policy", [NonToolPolicy.SCRUB, NonToolPolicy.PASS])
+def test_credential_named_attributes_are_masked_whatever_their_value(
+    policy: NonToolPolicy,
+) -> None:
+    """A password has no format a rule could spot: an attribute named for a credential is
+    masked whole; counts and ordinary names stay as they were."""
+    password = "correct-horse-battery"
+    attributes = {
+        "db.password": password,
+        "http.request.header.x-api-key": (password, password),
+        "aws.secret_access_key": password,
+        "gen_ai.usage.output_tokens": 42,
+        "db.system": "postgresql",
+    }
+    out = Pipeline(non_tool=policy).process(from_readable(_span("db.query", attributes)))
+    assert out.forward is not None
+    assert password not in _text(out.forward)
+    kept = out.forward.attributes
+    assert kept["db.password"] == "[REDACTED:secret-named-attribute]"
+    assert kept["http.request.header.x-api-key"] == ("[REDACTED:secret-named-attribute]",) * 2
+    assert (kept["gen_ai.usage.output_tokens"], kept["db.system"]) == (42, "postgresql")
+    assert out.redactions["secret-named-attribute"] == 4
