@@ -467,6 +467,38 @@ def _build() -> dict[str, RuleSamples]:  # noqa: PLR0915 - one table row per rul
             '{"next_page_token": "CiAKGjBpNDd2Nmp4ZHJ5aGFvbzEyMzQ1Ng"}',  # a cursor
         ],
     )
+    s["cli-secret-flag"] = _plain(
+        _same(ALNUM, 16),
+        "deploy --api-key {} --region eu-west-1",
+        lambda r: [
+            "use --tokens 4096 for long answers",
+            "deploy --password $DB_PASSWORD",
+            "login --password-file /run/secrets/db",
+        ],
+    )
+    s["cli-password-option"] = _plain(
+        _same(ALNUM, 14),
+        "mysql -h db -u root -p{} orders",
+        lambda r: ["mysql -u root -p orders", "docker login --password-stdin registry"],
+    )
+    s["curl-user-password"] = _plain(
+        _same(ALNUM, 14),
+        "curl -sS -u deploy:{} https://api.internal/v1/jobs",
+        lambda r: ["curl -u deploy https://api.internal/", "curl --user-agent x/1.0 https://x"],
+    )
+    s["xml-secret-element"] = _plain(
+        _same(ALNUM, 18),
+        "<config><user>bob</user><apiKey>{}</apiKey></config>",
+        lambda r: ["<token>${TOKEN}</token>", "<password>***</password>", "<tokens>42</tokens>"],
+    )
+    s["aws-secret-after-key-id"] = RuleSamples(
+        lambda r: Planted(
+            "Access key ID,Secret access key\n"
+            f"AKIA{rand(r, UPPER + '234567', 16)},{(c := rand(r, B64, 40))}\n",
+            c,
+        ),
+        lambda r: [f"AKIA key and then {rand(r, LOWER, 12)} words"],
+    )
     s["email-address"] = RuleSamples(
         lambda r: Planted(f"mail {(c := rand(r, LOWER, 10))}@example.com bounced", c),
         lambda r: ["user@localhost", "@channel"],
