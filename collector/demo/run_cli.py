@@ -163,8 +163,12 @@ def _tail(path: Path, lines: int = 8) -> str:
 
 def _has_command(name: str) -> bool:
     ctx = click.get_current_context(silent=True)
-    root = ctx.find_root().command if ctx is not None else None
-    return isinstance(root, click.Group) and name in root.commands
+    if ctx is None:
+        return False
+    root = ctx.find_root()
+    # list_commands, not .commands: errscope's group loads most commands lazily, and
+    # `dashboard` is one of them (the dashboard was never started).
+    return isinstance(root.command, click.Group) and name in root.command.list_commands(root)
 
 
 def _reset(store: Path) -> None:
