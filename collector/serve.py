@@ -315,6 +315,7 @@ class Sidecar:
         self._inflight = 0
         self._inflight_lock = threading.Lock()
         self._processing = threading.BoundedSemaphore(PROCESSING_SLOTS)
+        self.draining = threading.Event()  # set by stop(): answers close their connections
         self._http: list[ThreadingHTTPServer] = []
         self._grpc: grpc.Server | None = None
         self._threads: list[threading.Thread] = []
@@ -469,7 +470,14 @@ class Sidecar:
         return dict(self.addresses)
 
     def stop(self) -> None:
-        """Stop listening, let in-flight exports finish, drain and commit, close the store."""
+        """Stop listening, let in-flight exports finish, drain and commit, close the store.
+
+        A client that keeps a connection busy (an exporter sending every second) would keep
+        the drain going for as long as it sends: from here on every HTTP answer closes its
+        connection, and a new export on a kept-alive one gets 503 + Retry-After, which the
+        client retries against the next sidecar.
+        """
+        self.draining.set()
         for httpd in self._http:
             httpd.shutdown()
         if self._grpc is not None:
@@ -600,6 +608,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(
         self, status: int, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
     ) -> None:
+        if self.server.sidecar.draining.is_set():
+            # Draining: end every kept-alive connection after this answer (see Sidecar.stop).
+            headers = {**(headers or {}), "Connection": "close"}
+            self.close_connection = True
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -651,6 +663,11 @@ class _OtlpHandler(_Handler):
             self._error(HTTPStatus.NOT_FOUND, "not_found", "only POST /v1/traces is served here")
             return
         if not self._authorised():
+            return
+        if sidecar.draining.is_set():
+            self._drain()
+            sidecar._count_refusal("draining")
+            self._error(HTTPStatus.SERVICE_UNAVAILABLE, "unavailable", "the sidecar is stopping")
             return
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         if content_type not in (_PROTOBUF, _JSON):

@@ -7,6 +7,7 @@ import json
 import random
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -579,3 +580,67 @@ def test_full_disk_refuses_with_503_reports_unhealthy_and_never_acks_unwritten(
         shutil.copy(path, copy / path.name)
     counts = stored_counts(copy / store.name)
     assert acked - counts.keys() == set()
+
+
+# ------------------------------------------------------------------ drain under load
+
+
+def test_sigterm_drains_while_a_client_keeps_sending(tmp_path: Path) -> None:
+    """A client posting on one kept-alive connection does not hold the drain open: the
+    sidecar exits 0 within seconds, and every span it acknowledged is stored exactly once."""
+    import http.client
+
+    store = tmp_path / "busy.duckdb"
+    acked: set[tuple[str, str]] = set()
+    statuses: list[int] = []
+    stop_sending = threading.Event()
+    served = start_sidecar(store)
+
+    def client() -> None:
+        host, port = served.http.rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        n = 0
+        while not stop_sending.is_set():
+            spans = tool_spans(f"busy{n}", 20)
+            n += 1
+            try:
+                conn.request(
+                    "POST",
+                    "/v1/traces",
+                    body=encode_spans(spans).SerializeToString(),
+                    headers={"Content-Type": PROTOBUF},
+                )
+                response = conn.getresponse()
+                response.read()
+            except OSError:
+                conn.close()  # the sidecar closed it; reconnecting finds nobody listening
+                conn = http.client.HTTPConnection(host, int(port), timeout=10)
+                time.sleep(0.1)
+                continue
+            statuses.append(response.status)
+            if response.status == 200:
+                acked.update(ids_of(spans))
+            time.sleep(0.2)
+        conn.close()
+
+    sender = threading.Thread(target=client, daemon=True)
+    sender.start()
+    try:
+        time.sleep(2)
+        sent_before = len(statuses)
+        started = time.monotonic()
+        served.process.send_signal(signal.SIGTERM)
+        code = served.process.wait(30)
+        drained_in = time.monotonic() - started
+    finally:
+        stop_sending.set()
+        sender.join(15)
+        if served.process.poll() is None:
+            served.kill9()
+    assert code == 0
+    assert drained_in < 10, f"drain took {drained_in:.1f}s"
+    assert sent_before >= 3
+    assert acked
+    counts = stored_counts(store)
+    assert acked <= counts.keys()
+    assert set(counts.values()) == {1}
