@@ -910,13 +910,18 @@ class TextLogFormatter(logging.Formatter):
 
 
 def configure_logging(fmt: str) -> None:
-    """Send errscope's logs to stderr as text or JSON lines."""
+    """Send the process's logs to stderr as text or JSON lines: errscope's from INFO, the
+    libraries' (the OTLP exporters of --forward, gRPC) from WARNING, all in one format, so
+    a collector reading JSON lines never meets a plain-text line."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter() if fmt == "json" else TextLogFormatter())
-    root = logging.getLogger("errscope")
+    root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-    root.propagate = False
+    root.setLevel(logging.WARNING)
+    ours = logging.getLogger("errscope")
+    ours.handlers[:] = []
+    ours.setLevel(logging.INFO)
+    ours.propagate = True
 
 
 _M_ARENA_MAX: Final = -8  # glibc's mallopt() parameter number

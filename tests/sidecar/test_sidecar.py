@@ -619,3 +619,29 @@ def test_malloc_arenas_are_capped_unless_the_user_chose(monkeypatch: pytest.Monk
     assert limit_malloc_arenas(8) is True  # this machine's libc is glibc
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert limit_malloc_arenas(8) is False
+
+
+def test_json_logs_are_json_lines_libraries_included(tmp_path: Path) -> None:
+    """With --log-format json every stderr line is a JSON object, the forwarding exporter's
+    own warnings (an upstream that is down) included, and none carries a planted secret."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on: the upstream is down
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    store = tmp_path / "s.duckdb"
+    with sidecar(store, "--log-format", "json", "--forward", f"http://127.0.0.1:{dead}") as served:
+        assert send(http_exporter(served), finished_spans(tool_specs("logs"), RESOURCE))
+        log = store.with_suffix(".log")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "opentelemetry" not in log.read_text():
+            time.sleep(0.5)
+        assert served.terminate() == 0
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    loggers = {json.loads(line)["logger"] for line in lines}  # each line parses
+    assert any(name.startswith("opentelemetry") for name in loggers), loggers
+    assert "errscope.serve" in loggers or any(n.startswith("errscope") for n in loggers)
+    text = "\n".join(lines)
+    for secret in (GITHUB_TOKEN, OPENAI_KEY):
+        assert secret not in text
