@@ -268,3 +268,37 @@ def test_maintain_removes_copies_a_crashed_writer_left(lake_store: DuckLakeStore
     )
     assert report.duplicates_removed == 2
     assert lake_store.count("tool_calls") == 3
+
+
+def test_prune_and_maintain_a_lake_from_the_cli(lake_store: DuckLakeStore, lake_url: str) -> None:
+    """`errscope prune --db ducklake:...` applies retention to a lake; `errscope maintain`
+    compacts it (docs/scale-out.md); both print what they did and exit 0."""
+    import os
+    import subprocess
+    import sys
+
+    lake_store.append_tool_calls([make_call(ts=T0 - timedelta(days=40)), make_call(ts=T0)])
+    lake_store.append_tool_calls([make_call(ts=T0 + timedelta(seconds=1))])
+    env = {**os.environ, "ERRSCOPE_DUCKDB_EXTENSIONS": "wheel"}
+
+    def errscope(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "collector.cli", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=180,
+            check=False,
+        )
+
+    pruned = errscope("prune", "--db", lake_url, "--older-than", "30d")
+    assert pruned.returncode == 0, pruned.stderr
+    assert "tool_calls 1" in pruned.stdout
+    maintained = errscope("maintain", "--db", lake_url, "--keep-snapshots", "0s")
+    assert maintained.returncode == 0, maintained.stderr
+    assert maintained.stdout.startswith("maintained: ")
+    assert lake_store.count("tool_calls") == 2
+    assert "password" not in pruned.stdout + maintained.stdout + maintained.stderr
+    refused = errscope("maintain", "--db", "/tmp/some.duckdb")
+    assert refused.returncode == 2
+    assert "a DuckDB file needs none" in refused.stderr
