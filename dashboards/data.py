@@ -716,10 +716,13 @@ def redactions_over_time(spec: SourceSpec, range_s: int, service: str | None) ->
     `_REDACTION_BUCKETS` consecutive windows of whole hours (the table's grain).
     """
     now = spec.now()
-    hours = max(1, math.ceil(range_s / 3600 / _REDACTION_BUCKETS))
+    # At most _REDACTION_BUCKETS, never more hours than the range and the current hour: a
+    # 1 h range is two hourly buckets, not twelve (the chart obeys the time range).
+    buckets = min(_REDACTION_BUCKETS, math.ceil(range_s / 3600) + 1)
+    hours = max(1, math.ceil(range_s / 3600 / buckets))
     end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     frames = []
-    for k in range(_REDACTION_BUCKETS):
+    for k in range(buckets):
         until = end - timedelta(hours=k * hours)
         since = until - timedelta(hours=hours)
         part = _run(spec, "redaction_summary", {"since": since, "until": until, "service": service})

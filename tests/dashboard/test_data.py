@@ -133,3 +133,18 @@ def test_source_from_environment() -> None:
     assert spec.as_of == AS_OF
     assert spec.describe() == "http://127.0.0.1:4320"
     assert "tok" not in spec.describe()
+
+
+@pytest.mark.parametrize(("range_s", "hours"), [(3600, 1), (6 * 3600, 6), (24 * 3600, 24)])
+def test_the_redaction_timeline_covers_the_range_and_no_more(
+    scenario_db: Path, range_s: int, hours: int
+) -> None:
+    """The Secret exposure chart spans the chosen range: a 1 h range is not twelve hours."""
+    st.cache_data.clear()
+    spec = data.SourceSpec(db=str(scenario_db), as_of=AS_OF)
+    frame = data.redactions_over_time(spec, range_s, None)
+    assert not frame.empty
+    buckets = pd.to_datetime(frame["bucket"]).drop_duplicates().sort_values()
+    span = buckets.iloc[-1] - buckets.iloc[0]
+    assert span <= pd.Timedelta(hours=hours)
+    assert buckets.iloc[0] >= pd.Timestamp(AS_OF) - pd.Timedelta(hours=hours + 1)
