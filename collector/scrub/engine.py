@@ -70,7 +70,9 @@ _LINE_WINDOW_BYTES: Final = 4096
 _MARKER = re.compile(rb"\[REDACTED:[\w.-]+(?::hmac=[0-9a-f]{16})?\]")
 # Fixed-width escape tokens; no quantifier can backtrack more than six bytes.
 _JSON_ESCAPE = re.compile(rb'(\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt]))')
-_PERCENT_ESCAPE = re.compile(rb"(%[0-9A-Fa-f]{2})")
+# Percent escapes, and "+" for a space as HTML forms encode it (urlencode's default):
+# "Authorization=Bearer+<token>" must read as "Bearer <token>".
+_PERCENT_ESCAPE = re.compile(rb"(%[0-9A-Fa-f]{2}|\+)")
 _JSON_SIMPLE: Final = {
     b'\\"': b'"',
     b"\\\\": b"\\",
@@ -82,9 +84,12 @@ _JSON_SIMPLE: Final = {
     b"\\t": b"\t",
 }
 _PERCENT_TABLE: Final = {
-    f"%{hi}{lo}".encode(): bytes((int(hi + lo, 16),))
-    for hi in "0123456789abcdefABCDEF"
-    for lo in "0123456789abcdefABCDEF"
+    b"+": b" ",
+    **{
+        f"%{hi}{lo}".encode(): bytes((int(hi + lo, 16),))
+        for hi in "0123456789abcdefABCDEF"
+        for lo in "0123456789abcdefABCDEF"
+    },
 }
 _BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 

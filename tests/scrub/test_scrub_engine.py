@@ -271,3 +271,17 @@ def test_hand_built_rule_with_bad_regex_is_refused_by_name() -> None:
         Scrubber(RuleSet((Rule(id="mine", regex="(?=x)y"),)))
     assert caught.value.entry == "mine"
     assert caught.value.field == "regex"
+
+
+def test_form_encoded_secrets_are_found(scrubber: Scrubber) -> None:
+    """HTML-form encoding writes a space as "+" (urlencode's default): a private key or a
+    bearer token sent that way is masked like its percent-encoded form."""
+    from urllib.parse import urlencode
+
+    body = "MIIEowIBAAKCAQEAx7v+Zk3Jq9Lm2Pn4Rs6Tu8Vw0Xy2Za4Bc6De8Fg0Hi2Jk4Lm6No8Pq0Rs2Tu4"
+    pem = f"-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----"
+    encoded = urlencode({"key": pem, "note": "a+b stays"})
+    masked = scrubber.scrub_secrets(encoded)
+    assert "Jq9Lm2Pn4Rs6" not in masked.text
+    assert masked.counts.get("private-key") == 1
+    assert masked.text.endswith("note=a%2Bb+stays")  # the rest is left as it was
