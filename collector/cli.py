@@ -13,7 +13,7 @@ import io
 import os
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
@@ -275,6 +275,13 @@ def query(
 # ------------------------------------------------------------------ prune
 
 
+def _duration(text: str, flag: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=flag) from None
+
+
 def _existing_store(db: str) -> Any:
     """A store to change in place: a DuckDB file that exists, or a `ducklake:` URL."""
     from collector.lake import LAKE_PREFIX  # noqa: PLC0415
@@ -291,10 +298,7 @@ def _existing_store(db: str) -> Any:
 @handle_errors
 def prune(db: str, older_than: str) -> None:
     """Delete rows older than a duration (retention)."""
-    try:
-        age = parse_duration(older_than)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--older-than") from None
+    age = _duration(older_than, "--older-than")
     store = _existing_store(db)
     try:
         report = store.prune(age, now=datetime.now(UTC))
@@ -326,10 +330,7 @@ def maintain(db: str, keep_snapshots: str) -> None:
             "maintenance is for a DuckLake store (ducklake:postgres:...); a DuckDB file needs none",
             param_hint="--db",
         )
-    try:
-        keep = parse_duration(keep_snapshots)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--keep-snapshots") from None
+    keep = _duration(keep_snapshots, "--keep-snapshots")
     store = _existing_store(db)
     try:
         report = store.maintain(keep_snapshots=keep)

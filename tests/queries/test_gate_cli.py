@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -46,6 +47,16 @@ def _db(tmp_path: Path, scenario: Scenario) -> Path:
 
 def _as_of(minutes: int) -> str:
     return (DEPLOY_TS + timedelta(minutes=minutes)).isoformat()
+
+
+def _check_json(db: Path, minutes: int) -> dict[str, Any]:
+    """`check --json` on billing-agent 2.0 in prod, as of `minutes` after the deploy."""
+    args = ["--service", "billing-agent", "--version", "2.0", "--environment", "prod"]
+    result = CliRunner().invoke(
+        check, [*args, "--db", str(db), "--as-of", _as_of(minutes), "--json"]
+    )
+    body: dict[str, Any] = orjson.loads(result.output)
+    return body
 
 
 @pytest.mark.parametrize(
@@ -253,11 +264,8 @@ def test_as_of_knows_only_what_had_been_received(tmp_path: Path) -> None:
 
 def test_detected_at_is_the_evaluation_time(tmp_path: Path) -> None:
     """Past the 2-hour horizon the window ends at the horizon, but detected_at is as-of."""
-    db = _db(tmp_path, Scenario(rates_new={"get_job": 0.09}))
-    args = ["--service", "billing-agent", "--version", "2.0", "--environment", "prod"]
-    result = CliRunner().invoke(check, [*args, "--db", str(db), "--as-of", _as_of(150), "--json"])
-    body = orjson.loads(result.output)
-    assert body["verdict"] == "regression", result.output
+    body = _check_json(_db(tmp_path, Scenario(rates_new={"get_job": 0.09})), 150)
+    assert body["verdict"] == "regression", body
     for finding in body["findings"]:
         assert finding["detected_at"] == body["as_of"]
         assert finding["window_end"] <= body["as_of"]
@@ -265,10 +273,7 @@ def test_detected_at_is_the_evaluation_time(tmp_path: Path) -> None:
 
 def test_the_reason_names_the_tool_not_the_pool_behind_it(tmp_path: Path) -> None:
     """A one-tool regression's reason names that tool, not also the service-wide pool."""
-    db = _db(tmp_path, Scenario(rates_new={"get_job": 0.3}))
-    args = ["--service", "billing-agent", "--version", "2.0", "--environment", "prod"]
-    result = CliRunner().invoke(check, [*args, "--db", str(db), "--as-of", _as_of(20), "--json"])
-    body = orjson.loads(result.output)
-    assert body["verdict"] == "regression", result.output
+    body = _check_json(_db(tmp_path, Scenario(rates_new={"get_job": 0.3})), 20)
+    assert body["verdict"] == "regression", body
     assert body["reason"].startswith("regression: get_job/invalid_args x")
     assert "*/" not in body["reason"]
