@@ -61,6 +61,7 @@ from collector.otlp import (
 )
 from collector.pipeline import NonToolPolicy, Pipeline
 from collector.record import Deploy
+from collector.signals import set_soon
 from collector.sink import StoreBatch, StoreSink, WriteResult
 from collector.spanview import SpanView
 from collector.store import DEFAULT_MEMORY_LIMIT, MEMORY_SIZE_HINT, is_memory_size
@@ -982,7 +983,7 @@ def run(config: ServeConfig) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
-        stop.set()
+        set_soon(stop)  # not stop.set(): it can deadlock inside stop.wait() (collector.signals)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

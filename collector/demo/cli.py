@@ -32,6 +32,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from collector.demo.runner import DEFAULT_RATE, BackfillReport, Demo, DemoOptions
 from collector.demo.send import DEFAULT_API, DEFAULT_ENDPOINT, Target
 from collector.demo.story import MIN_HOURS
+from collector.signals import set_soon
 
 __all__ = ["backfill_with_progress", "demo", "sidecar_health", "stop_on_signals"]
 
@@ -83,7 +84,7 @@ def stop_on_signals(stop: threading.Event) -> dict[int, object]:
     """Set `stop` on SIGTERM/SIGINT (main thread only); returns the previous handlers."""
 
     def handler(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
+        set_soon(stop)  # stop.set() here can deadlock inside stop.wait() (collector.signals)
 
     if threading.current_thread() is not threading.main_thread():
         return {}
