@@ -955,6 +955,11 @@ def _now(as_of: datetime | None) -> datetime:
     return as_of.replace(tzinfo=UTC) if as_of.tzinfo is None else as_of.astimezone(UTC)
 
 
+def _known(known_by: datetime | None, now: datetime) -> datetime:
+    """Rows received before this count: `known_by` when given, else the evaluation time."""
+    return _now(known_by) if known_by is not None else now
+
+
 def find_deploy(
     source: Source,
     service: str,
@@ -1015,7 +1020,7 @@ def detect_deploy(
     (`detect_all`).
     """
     now = _now(as_of)
-    known = _now(known_by) if known_by is not None else now
+    known = _known(known_by, now)
     if deploy is None:
         deploy = find_deploy(source, service, version, environment, as_of=now)
     if deploy is None:
@@ -1437,7 +1442,7 @@ def detect_spikes(
         {
             "code": code,
             "until": now,
-            "known_by": _now(known_by) if known_by is not None else now,
+            "known_by": _known(known_by, now),
             "recent_s": config.spike_recent_s,
             "bucket_s": config.spike_bucket_s,
             "history_days": config.spike_history_days,
@@ -1557,7 +1562,7 @@ def detect_loop_misuse(
         {
             "since": since,
             "until": now,
-            "known_by": _now(known_by) if known_by is not None else now,
+            "known_by": _known(known_by, now),
             "service": service,
             "environment": environment,
             "limit": 10000,
