@@ -467,6 +467,20 @@ def _build() -> dict[str, RuleSamples]:  # noqa: PLR0915 - one table row per rul
             '{"next_page_token": "CiAKGjBpNDd2Nmp4ZHJ5aGFvbzEyMzQ1Ng"}',  # a cursor
         ],
     )
+    s["query-key-parameter"] = _plain(
+        _same(ALNUM, 39),
+        "GET https://maps.example.com/geocode/json?address=Main+St&key={} failed: 403",
+        lambda r: [
+            "GET /v1/items?sort=key&api=v2 failed",
+            "GET /v1/items?key=12345678901234 failed",  # a number, not a credential
+            "GET /v1/items?key=${MAPS_KEY} failed",
+        ],
+    )
+    s["short-password-name"] = _plain(
+        _same(ALNUM, 12),
+        '{{"user": "bob", "pass": "{}"}}',
+        lambda r: ['{"pass": true, "fail": 0}', '{"pass": 17}', "tests pass=12 fail=0"],
+    )
     s["cli-secret-flag"] = _plain(
         _same(ALNUM, 16),
         "deploy --api-key {} --region eu-west-1",
