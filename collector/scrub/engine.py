@@ -31,6 +31,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import html
 import json
 import math
 import re
@@ -73,6 +74,12 @@ _JSON_ESCAPE = re.compile(rb'(\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt]))')
 # Percent escapes, and "+" for a space as HTML forms encode it (urlencode's default):
 # "Authorization=Bearer+<token>" must read as "Bearer <token>".
 _PERCENT_ESCAPE = re.compile(rb"(%[0-9A-Fa-f]{2}|\+)")
+# Characters that render as nothing (zero-width space, joiners, word joiner, BOM, soft
+# hyphen): pasted into a token they hide it from every rule while the token still works
+# once a reader copies it. The view drops them.
+_INVISIBLE = re.compile(rb"((?:\xe2\x80[\x8b-\x8d]|\xe2\x81\xa0|\xef\xbb\xbf|\xc2\xad)+)")
+# HTML character references, as an HTML error page or a templated message escapes text.
+_HTML_ENTITY = re.compile(rb"(&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|amp|lt|gt|quot|apos);)")
 _JSON_SIMPLE: Final = {
     b'\\"': b'"',
     b"\\\\": b"\\",
@@ -236,6 +243,14 @@ def _decode_percent(token: bytes) -> bytes:
     return _PERCENT_TABLE[token]
 
 
+def _decode_invisible(_token: bytes) -> bytes:
+    return b""
+
+
+def _decode_html(token: bytes) -> bytes:
+    return html.unescape(token.decode("ascii")).encode("utf-8", "surrogatepass")
+
+
 def _join(parts: list[bytes]) -> bytes:
     # bytes.join allocates a buffer descriptor per item up front; millions of items make
     # that allocation, not the copying, dominate. Joining in slices keeps it linear.
@@ -280,6 +295,12 @@ def _views(data: bytes) -> list[_View]:
             views.append(_derive(view, _JSON_ESCAPE, _decode_json))
         if b"%" in view.data and _PERCENT_ESCAPE.search(view.data):
             views.append(_derive(view, _PERCENT_ESCAPE, _decode_percent))
+        if b"&" in view.data and _HTML_ENTITY.search(view.data):
+            views.append(_derive(view, _HTML_ENTITY, _decode_html))
+        if (b"\xe2" in view.data or b"\xc2\xad" in view.data or b"\xef\xbb\xbf" in view.data) and (
+            _INVISIBLE.search(view.data)
+        ):
+            views.append(_derive(view, _INVISIBLE, _decode_invisible))
     return views[:_MAX_VIEWS]
 
 

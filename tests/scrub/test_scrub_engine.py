@@ -3,6 +3,7 @@ survive; wrappers are decoded; bad input never raises."""
 
 from __future__ import annotations
 
+import html
 import json
 import random
 import threading
@@ -78,6 +79,7 @@ WRAPPERS = [
     pytest.param(lambda t: "https://api.example.com/cb?state=" + quote(t, safe=""), id="percent"),
     pytest.param(lambda t: "ERROR failed\r\n" + t.replace("\n", "\r\n") + "\r\n", id="crlf"),
     pytest.param(lambda t: repr({"kwargs": t}), id="python-repr"),
+    pytest.param(lambda t: f"<pre>{html.escape(t)}</pre>", id="html-escaped"),
 ]
 
 
@@ -90,6 +92,31 @@ def test_planted_secret_in_wrapper_is_masked(
     planted = SAMPLES[rule_id].make(random.Random(17))
     out = pii_scrubber.scrub(wrap(planted.text)).text
     assert _gone(planted.core, out)
+
+
+_INVISIBLE = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad")
+
+
+@pytest.mark.parametrize("char", _INVISIBLE)
+@pytest.mark.parametrize("rule_id", ["github-pat", "openai-api-key", "secret-assignment"])
+def test_invisible_character_inside_a_secret_does_not_hide_it(
+    scrubber: Scrubber, rule_id: str, char: str
+) -> None:
+    """A zero-width character or soft hyphen pasted into a token still leaves it masked."""
+    planted = SAMPLES[rule_id].make(random.Random(5))
+    cut = planted.text.index(planted.core) + len(planted.core) // 2
+    out = scrubber.scrub(planted.text[:cut] + char + planted.text[cut:]).text
+    assert _gone(planted.core, out.replace(char, ""))
+    assert "[REDACTED:" in out
+
+
+def test_html_entities_inside_a_secret_are_decoded_and_masked_in_place(
+    scrubber: Scrubber,
+) -> None:
+    """`&#65;` or `&quot;` in a token or around a key name is read as the character."""
+    out = scrubber.scrub("<p>{&quot;api_key&quot;: &quot;Zx81kPq2&#76;mN0vB7rT5yWq&quot;}</p>").text
+    assert out == "<p>{&quot;api_key&quot;: &quot;[REDACTED:secret-assignment]&quot;}</p>"
+    assert scrubber.scrub("Tom &amp; Jerry &#8212; fine").text == "Tom &amp; Jerry &#8212; fine"
 
 
 def test_json_escaped_key_value_is_masked_in_place(scrubber: Scrubber) -> None:
@@ -170,6 +197,7 @@ BAD_INPUTS = [
     pytest.param("nul\x00bytes\x00password=\x00hunter22", id="nul-bytes"),
     pytest.param("\\" * 100_001 + "n", id="backslash-run"),
     pytest.param("%" * 50_000 + "%41" * 50_000, id="percent-run"),
+    pytest.param("&#65;" * 100_000 + "\u200b" * 100_000, id="entity-and-invisible-run"),
     pytest.param("\n" * 100_000 + "Traceback (most recent call last):", id="many-lines-and-marker"),
     pytest.param("    at x\n" * 20_000, id="many-at-lines"),
     pytest.param("", id="empty"),
