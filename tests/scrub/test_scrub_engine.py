@@ -110,6 +110,18 @@ def test_invisible_character_inside_a_secret_does_not_hide_it(
     assert "[REDACTED:" in out
 
 
+@pytest.mark.parametrize("prefix", ["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "npm_"])
+def test_checksummed_token_glued_to_a_word_is_masked(scrubber: Scrubber, prefix: str) -> None:
+    """A CRC-carrying token inside an identifier (cache_ghp_…, …Xyz) is still found."""
+    token = github_style_token(random.Random(9), prefix)
+    for text in (f"cache_{token}.json", f"key{token}abc", f"id_{token}_v2"):
+        out = scrubber.scrub(text).text
+        assert token not in out, text
+        assert "[REDACTED:" in out
+    bad = github_style_token(random.Random(9), prefix, valid=False)
+    assert scrubber.scrub(f"cache_{bad}.json").text == f"cache_{bad}.json"
+
+
 def test_html_entities_inside_a_secret_are_decoded_and_masked_in_place(
     scrubber: Scrubber,
 ) -> None:
