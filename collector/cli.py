@@ -224,7 +224,7 @@ def render_table(table: pa.Table, fmt: str, *, title: str | None = None) -> str 
     return None
 
 
-def open_source(db: Path | None, api: str | None, token: str | None) -> Any:
+def open_source(db: str | Path | None, api: str | None, token: str | None) -> Any:
     """The query source chosen by --db or --api (exactly one)."""
     from queries.source import ApiSource, FileSource  # noqa: PLC0415 - the read side, on demand
 
@@ -237,7 +237,7 @@ def open_source(db: Path | None, api: str | None, token: str | None) -> Any:
 
 @main.command()
 @click.argument("name", required=False)
-@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), help="A DuckDB store file.")
+@click.option("--db", help="A store file, or a ducklake:postgres:... URL.")
 @click.option("--api", help="A running sidecar's query API, e.g. http://127.0.0.1:4320.")
 @click.option("--token", envvar="ERRSCOPE_TOKEN", help="Bearer token for --api.")
 @click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE")
@@ -247,7 +247,7 @@ def open_source(db: Path | None, api: str | None, token: str | None) -> Any:
 def query(
     *,
     name: str | None,
-    db: Path | None,
+    db: str | None,
     api: str | None,
     token: str | None,
     params: Sequence[str],

@@ -60,7 +60,7 @@ def _guarded(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _source(db: Path | None, api: str | None, token: str | None) -> Any:
+def _source(db: str | None, api: str | None, token: str | None) -> Any:
     from collector.cli import open_source  # noqa: PLC0415 - collector.cli imports us
 
     return open_source(db, api, token)
@@ -111,9 +111,7 @@ def _catalog_option(func: Callable[P, R]) -> Callable[P, R]:
 def _source_options(func: Callable[P, R]) -> Callable[P, R]:
     for option in reversed(
         [
-            click.option(
-                "--db", type=click.Path(dir_okay=False, path_type=Path), help="A store file."
-            ),
+            click.option("--db", help="A store file, or a ducklake:postgres:... URL."),
             click.option(
                 "--api", help="A running sidecar's query API, e.g. http://127.0.0.1:4320."
             ),
@@ -163,7 +161,7 @@ def check(
     codes: str,
     catalogs: tuple[Path, ...],
     as_json: bool,
-    db: Path | None,
+    db: str | None,
     api: str | None,
     token: str | None,
     as_of: str | None,
@@ -232,7 +230,7 @@ def findings(
     codes: str,
     catalogs: tuple[Path, ...],
     as_json: bool,
-    db: Path | None,
+    db: str | None,
     api: str | None,
     token: str | None,
     as_of: str | None,

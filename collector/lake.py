@@ -136,8 +136,16 @@ _CONFLICT_MARKERS: Final = (
     "maximum retry count",
     "deadlock detected",
 )
-_PASSWORD_KV_RE: Final = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-_PASSWORD_URI_RE: Final = re.compile(r"(://[^:/@\s]+:)([^@\s]+)(@)")
+# A libpq password: single-quoted with backslash escapes, or a run of characters where `\ `
+# escapes a space, and then any further words up to the next `key=`: a malformed string
+# (`password="two words"`) must not show its second half.  Over-masking is harmless.
+_PASSWORD_KV_RE: Final = re.compile(
+    r"""(password\s*=\s*)('(?:[^'\\]|\\.)*'?|"?(?:\\.|[^\s\\"])+(?:\s+(?![A-Za-z_]+\s*=)[^\s"]+)*)""",
+    re.IGNORECASE,
+)
+# userinfo `user:password@` (the user may be empty); greedy to the token's last `@`, so a
+# password holding an unescaped `@` is hidden whole.
+_PASSWORD_URI_RE: Final = re.compile(r"(://[^:/@\s]*:)(\S*)(@)")
 _KEYWORD_RE: Final = re.compile(r"[a-z_]+")
 _MIGRATION_PK_RE: Final = re.compile(r",\s*PRIMARY KEY\s*\([^)]*\)", re.IGNORECASE)
 
@@ -503,7 +511,16 @@ class DuckLakeStore:
         if data_path is not None:
             text = str(data_path)
             if "://" not in text:
-                Path(text).mkdir(parents=True, exist_ok=True)
+                try:
+                    Path(text).mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise StoreError(
+                        StoreErrorKind.UNREADABLE,
+                        f"cannot create the data path ({exc.strerror or type(exc).__name__})",
+                        entry=self._lake.masked(),
+                        field="data_path",
+                        hint="pass a writable folder or an object-store URL",
+                    ) from None
                 text = str(Path(text).resolve())
             options.append(f"DATA_PATH {_sql_literal(text.rstrip('/') + '/')}")
         if self.read_only:
@@ -537,7 +554,11 @@ class DuckLakeStore:
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for reads on the lake (tables unqualified), one per thread."""
         cur = self._con.cursor()
-        cur.execute(f"USE {self.alias}")
+        try:
+            cur.execute(f"USE {self.alias}")  # reads the catalog: PostgreSQL may be down
+        except duckdb.Error as exc:
+            cur.close()
+            raise self._read_error(exc) from None
         return cur
 
     # ------------------------------------------------------------ locking
@@ -564,11 +585,18 @@ class DuckLakeStore:
         deadline = time.monotonic() + self.retry.budget_s
         attempt = 0
         while True:
-            con.execute("BEGIN TRANSACTION")
-            row = con.execute(
-                f"SELECT * FROM postgres_query('{self._pg_alias}', "  # noqa: S608 - constants only
-                f"'SELECT pg_try_advisory_xact_lock({_MUTATION_LOCK_KEY}) AS got')"
-            ).fetchone()
+            try:
+                con.execute("BEGIN TRANSACTION")
+                row = con.execute(
+                    f"SELECT * FROM postgres_query('{self._pg_alias}', "  # noqa: S608 - constants
+                    f"'SELECT pg_try_advisory_xact_lock({_MUTATION_LOCK_KEY}) AS got')"
+                ).fetchone()
+            except duckdb.Error as exc:
+                # Left open, the failed transaction would refuse every later lock attempt
+                # ("transaction is aborted") after PostgreSQL is back.
+                with suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
+                raise self._read_error(exc) from None
             if row and row[0]:
                 break
             con.execute("ROLLBACK")
@@ -836,11 +864,14 @@ class DuckLakeStore:
 
     def known_versions(self) -> set[tuple[str, str, str | None]]:
         """Every (service, version, environment) that already has a deploy row."""
-        rows = (
-            self.cursor()
-            .execute("SELECT DISTINCT service, version, environment FROM deploys")
-            .fetchall()
-        )
+        try:
+            rows = (
+                self.cursor()
+                .execute("SELECT DISTINCT service, version, environment FROM deploys")
+                .fetchall()
+            )
+        except duckdb.Error as exc:
+            raise self._read_error(exc) from None
         return {(r[0], r[1], r[2]) for r in rows}
 
     def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], set[datetime]]:

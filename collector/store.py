@@ -520,7 +520,13 @@ def open_store(
 ) -> DuckDBStore:
     """Open a store by URL: a DuckDB file path (the default) or `duckdb:PATH`."""
     if url.startswith("duckdb:"):
-        url = url.removeprefix("duckdb:")
+        url = url.removeprefix("duckdb:").strip()
+        if not url:  # DuckDB would open an in-memory store and lose every row at exit
+            raise StoreError(
+                StoreErrorKind.BAD_URL,
+                "no file path after duckdb:",
+                hint="give a DuckDB file path: duckdb:data/errscope.duckdb",
+            )
     if ":" in url.split("/", 1)[0] and not Path(url).exists() and url != ":memory:":
         raise StoreError(
             StoreErrorKind.BAD_URL,

@@ -12,10 +12,11 @@ refused with `StoreError(BAD_URL)` naming what is wrong; a password in it is nev
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -27,6 +28,12 @@ from collector.record import Deploy, RedactionCount, ToolCall, TracebackSample
 from collector.store import DuckDBStore, PruneReport
 
 __all__ = ["Store", "open_store"]
+
+# A libpq `key=value` word: a connection string given without its ducklake:postgres: prefix
+# would otherwise become a DuckDB file named after it, password and all.
+_CONNINFO_WORD: Final = re.compile(
+    r"(?:^|\s)(?:host|hostaddr|port|dbname|user|password|sslmode|passfile|service)\s*="
+)
 
 
 class Store(Protocol):
@@ -112,10 +119,10 @@ def open_store(
             field="data_path",
             hint="drop --data-path, or use ducklake:postgres:<conninfo>",
         )
-    if text.startswith(("postgres:", "postgresql:")):
+    if text.startswith(("postgres:", "postgresql:")) or _CONNINFO_WORD.search(text):
         raise StoreError(
             StoreErrorKind.BAD_URL,
-            "a PostgreSQL URL names a DuckLake catalog",
+            "a PostgreSQL connection string names a DuckLake catalog",
             entry=mask_secrets(text),
             hint="prefix it: ducklake:postgres:<conninfo>, and pass --data-path",
         )

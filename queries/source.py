@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.ipc
 
 from collector.errors import QueryError, QueryErrorKind, StoreError, StoreErrorKind
-from collector.store import DuckDBStore
+from collector.lake import mask_secrets
+from collector.stores import open_store
 from queries.runner import run_query
 
 __all__ = ["ARROW_STREAM", "ApiSource", "FileSource", "QuerySource", "SourceError"]
@@ -51,19 +52,23 @@ class QuerySource(Protocol):
 
 
 class FileSource:
-    """Named queries on a DuckDB file that no running process holds."""
+    """Named queries on a DuckDB file that no running process holds, or on a DuckLake.
+
+    `path` is what `open_store` takes: a file path or `ducklake:postgres:<conninfo>` (many
+    readers may attach a lake while sidecars write it).
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
 
     def run(self, name: str, params: Mapping[str, object] | None = None) -> pa.Table:
-        """Open the file read-only, run the query, close the file."""
-        with DuckDBStore(self.path, read_only=True) as store:
+        """Open the store read-only, run the query, close the store."""
+        with open_store(self.path, read_only=True) as store:
             return run_query(store.cursor(), name, params or {})
 
     def describe(self) -> str:
-        """The file path."""
-        return self.path
+        """The file path, or the lake URL with its password hidden."""
+        return mask_secrets(self.path)
 
 
 def _wire(value: object) -> str:
@@ -85,7 +90,7 @@ class ApiSource:
             raise SourceError(
                 StoreErrorKind.BAD_URL,
                 "the query API address must be an http(s) URL",
-                entry=url,
+                entry=mask_secrets(url),
                 hint="for example http://127.0.0.1:4320",
             )
         self.url = url.rstrip("/")
@@ -93,8 +98,8 @@ class ApiSource:
         self.timeout_s = timeout_s
 
     def describe(self) -> str:
-        """The API base URL."""
-        return self.url
+        """The API base URL (userinfo hidden)."""
+        return mask_secrets(self.url)
 
     def _request(self, path: str, accept: str) -> tuple[bytes, str]:
         headers = {"Accept": accept}
@@ -110,7 +115,7 @@ class ApiSource:
             raise SourceError(
                 StoreErrorKind.UNREADABLE,
                 f"cannot reach the query API ({type(exc).__name__})",
-                entry=self.url,
+                entry=mask_secrets(self.url),
                 hint="is `errscope serve` running with --api at this address?",
             ) from None
 
@@ -125,7 +130,7 @@ class ApiSource:
             return SourceError(
                 StoreErrorKind.UNREADABLE,
                 "the query API refused the token",
-                entry=self.url,
+                entry=mask_secrets(self.url),
                 hint="pass the sidecar's token with --token or ERRSCOPE_TOKEN",
             )
         kind = body.get("error")
@@ -144,7 +149,7 @@ class ApiSource:
         return SourceError(
             StoreErrorKind.UNREADABLE,
             f"the query API answered HTTP {exc.code}",
-            entry=self.url,
+            entry=mask_secrets(self.url),
         )
 
     def run(self, name: str, params: Mapping[str, object] | None = None) -> pa.Table:
@@ -158,7 +163,9 @@ class ApiSource:
             return pyarrow.ipc.open_stream(body).read_all()
         except pa.ArrowInvalid as exc:
             raise SourceError(
-                StoreErrorKind.UNREADABLE, "the query API sent an unreadable answer", entry=self.url
+                StoreErrorKind.UNREADABLE,
+                "the query API sent an unreadable answer",
+                entry=mask_secrets(self.url),
             ) from exc
 
     def health(self) -> dict[str, object]:

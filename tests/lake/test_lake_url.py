@@ -74,6 +74,15 @@ def test_parse_lake_url_refuses_without_echoing_password(url: str, message: str)
         pytest.param("PASSWORD=x", "PASSWORD=***", id="kv-upper"),
         pytest.param("postgresql://u:hunter2@h/db", "postgresql://u:***@h/db", id="uri"),
         pytest.param("dbname=e host=h", "dbname=e host=h", id="nothing-to-hide"),
+        pytest.param("postgresql://:hunter2@h/db", "postgresql://:***@h/db", id="uri-no-user"),
+        pytest.param("postgresql://u:hun@ter2@h/db", "postgresql://u:***@h/db", id="uri-at-sign"),
+        pytest.param("password=hun\\ ter2 user=u", "password=*** user=u", id="kv-escaped-space"),
+        pytest.param('password="hun ter2" user=u', 'password=***" user=u', id="kv-double-quoted"),
+        pytest.param(
+            'connect to "dbname=e password=hunter2": refused',
+            'connect to "dbname=e password=***": refused',
+            id="quoted-in-a-message",
+        ),
     ],
 )
 def test_mask_secrets(text: str, expected: str) -> None:
@@ -88,6 +97,10 @@ def test_mask_secrets(text: str, expected: str) -> None:
         pytest.param("postgresql://u:hunter2@h/db", None, "DuckLake catalog", id="bare-postgres"),
         pytest.param("store.duckdb", "/tmp/lake", "DuckLake store only", id="data-path-on-file"),
         pytest.param("s3://bucket/x", None, "unknown store scheme", id="unknown-scheme"),
+        pytest.param("duckdb:", None, "no file path", id="duckdb-without-path"),
+        pytest.param(
+            "dbname=e user=u password=hunter2", None, "DuckLake catalog", id="bare-conninfo"
+        ),
     ],
 )
 def test_open_store_refuses(url: str, data_path: str | None, message: str) -> None:
