@@ -130,8 +130,9 @@ class PruneReport:
 
 
 def _map_open_error(exc: duckdb.Error, path: str) -> StoreError:
-    text = str(exc)
-    if "lock" in text.lower():
+    # The message quotes the path: a folder named "blocklist" must not read as a lock.
+    text = str(exc).replace(path, "").lower()
+    if "could not set lock" in text or "conflicting lock" in text:
         return StoreError(
             StoreErrorKind.LOCKED, "database file is locked", entry=path, hint=_LOCKED_HINT
         )

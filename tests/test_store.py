@@ -293,6 +293,16 @@ def test_file_held_by_another_process_is_locked(tmp_path: Path) -> None:
             assert "query API" in caught.value.hint
 
 
+def test_a_file_that_is_not_a_store_is_unreadable_whatever_its_path(tmp_path: Path) -> None:
+    """A non-DuckDB file under a path holding the word "lock" is not reported as locked."""
+    path = tmp_path / "blocklist" / "clock.duckdb"
+    path.parent.mkdir()
+    path.write_text("not a database, just some text that is long enough to be a header")
+    with pytest.raises(StoreError) as caught:
+        DuckDBStore(path)
+    assert caught.value.kind is StoreErrorKind.UNREADABLE
+
+
 def test_received_at_is_kept_apart_from_ts(memory_store: DuckDBStore) -> None:
     """A call whose client clock is an hour off keeps both times, so skew is visible."""
     skewed = make_call(ts=T0 - timedelta(hours=1), received_at=T0)
