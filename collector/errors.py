@@ -79,6 +79,7 @@ class StoreErrorKind(StrEnum):
     UNREADABLE = "unreadable"
     WRITE_FAILED = "write_failed"
     SCHEMA_TOO_NEW = "schema_too_new"
+    SCHEMA_TOO_OLD = "schema_too_old"
     MIGRATION_FAILED = "migration_failed"
     BAD_URL = "bad_url"
     BAD_SETTING = "bad_setting"

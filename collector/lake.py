@@ -643,7 +643,7 @@ class DuckLakeStore:
         )
 
     def _check_version_readable(self) -> None:
-        check_schema_readable(self.schema_version(), self.url)
+        check_schema_readable(self.schema_version(), self.url, read_only=self.read_only)
 
     def migrate(self) -> int:
         """Bring the lake's schema to `SCHEMA_VERSION` under the lake-wide lock; return it."""

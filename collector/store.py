@@ -110,14 +110,25 @@ def migrations() -> tuple[Migration, ...]:
 SCHEMA_VERSION: Final = len(migrations())
 
 
-def check_schema_readable(current: int, entry: str) -> None:
-    """Refuse a store whose schema is newer than this errscope (never misread it)."""
+def check_schema_readable(current: int, entry: str, *, read_only: bool = False) -> None:
+    """Refuse a store whose schema is newer than this errscope (never misread it).
+
+    A read-only open cannot migrate, so there an older schema is refused too: the named
+    queries read columns it lacks, and would fail one by one with a binder error.
+    """
     if current > SCHEMA_VERSION:
         raise StoreError(
             StoreErrorKind.SCHEMA_TOO_NEW,
             f"schema version {current} is newer than this errscope ({SCHEMA_VERSION})",
             entry=entry,
             hint="upgrade errscope",
+        )
+    if read_only and 0 < current < SCHEMA_VERSION:
+        raise StoreError(
+            StoreErrorKind.SCHEMA_TOO_OLD,
+            f"schema version {current} is older than this errscope ({SCHEMA_VERSION})",
+            entry=entry,
+            hint="open it once with a writing command (errscope serve --store FILE) to migrate",
         )
 
 
@@ -206,11 +217,15 @@ class DuckDBStore:
                     hint=MEMORY_SIZE_HINT,
                 )
             self._con.execute(f"SET memory_limit = '{memory_limit.strip()}'")  # no quotes in it
-        if read_only:
-            self._check_version_readable()
-        else:
-            self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
-            self.migrate()
+        try:
+            if read_only:
+                self._check_version_readable()
+            else:
+                self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+                self.migrate()
+        except BaseException:
+            self._con.close()  # else the file stays held, in this process, in this mode
+            raise
 
     # ------------------------------------------------------------ lifecycle
 
@@ -248,7 +263,7 @@ class DuckDBStore:
         return int(row[0]) if row and row[0] is not None else 0
 
     def _check_version_readable(self) -> None:
-        check_schema_readable(self.schema_version(), self.path)
+        check_schema_readable(self.schema_version(), self.path, read_only=self.read_only)
 
     def migrate(self) -> int:
         """Bring the schema to `SCHEMA_VERSION`, one migration per transaction; return it."""

@@ -251,6 +251,10 @@ def test_migration_from_previous_version(tmp_path: Path) -> None:
         {"t": "c" * 32, "s": "d" * 16},
     )
     con.close()
+    with pytest.raises(StoreError) as caught:  # read-only cannot migrate: say so, up front
+        DuckDBStore(path, read_only=True)
+    assert caught.value.kind is StoreErrorKind.SCHEMA_TOO_OLD
+    assert caught.value.hint is not None
     with DuckDBStore(path) as store:
         assert store.schema_version() == SCHEMA_VERSION == 2
         row = store.cursor().execute("SELECT received_at, ts FROM tool_calls").fetchone()
