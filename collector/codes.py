@@ -99,6 +99,9 @@ class _Observation:
     call_id: str | None = None
 
 
+_MAX_ATTEMPT: Final = 1_000_000
+
+
 def _int(value: AttrValue | None) -> int | None:
     if isinstance(value, bool):
         return None
@@ -263,7 +266,9 @@ class _Normaliser:
         field = field if field and is_identifier(field) else None
         observation = self.observation(attrs)
         kept_status = http_status if http_status and 100 <= http_status <= 599 else None
-        kept_attempt = attempt if attempt is not None and attempt >= 0 else None
+        # A retry counter past any real one is noise, and the column is 32-bit: a value
+        # over 2**31 - 1 failed the whole grouped commit, other clients' spans with it.
+        kept_attempt = attempt if attempt is not None and 0 <= attempt <= _MAX_ATTEMPT else None
         found_call_id = observation.call_id if observation else None
 
         def outcome(code: str, source: Source, raw: str | None = None) -> Outcome:

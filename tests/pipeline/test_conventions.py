@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from opentelemetry.trace import StatusCode
 from collector.classify import Matcher
 from collector.pipeline import NonToolPolicy, Pipeline
 from collector.spanview import from_readable
+from collector.store import DuckDBStore
 from tests.pipeline.spans import (
     DB_URL,
     GITHUB_TOKEN,
@@ -717,6 +719,28 @@ def test_an_unreadable_error_type_is_a_failure_not_ok(error_type: str, raw: str 
     record = Pipeline().process(from_readable(span)).record
     assert record is not None
     assert (record.code, record.raw_code) == ("unknown", raw)
+
+
+@pytest.mark.parametrize(("attempt", "kept"), [(3, 3), (2**31, None), (-1, None)])
+def test_an_attempt_past_any_real_retry_count_is_dropped(
+    tmp_path: Path, attempt: int, kept: int | None
+) -> None:
+    """A huge attempt counter is legal OTLP but not a retry count; it must not reach the
+    32-bit column, where it failed the whole grouped commit."""
+    span = make_span(
+        "execute_tool get_job",
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "get_job",
+            "pydantic_ai.tool.retry.attempt": attempt,
+        },
+        status=(ERR, None),
+    )
+    record = Pipeline().process(from_readable(span)).record
+    assert record is not None
+    assert record.attempt == kept
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        assert store.append_tool_calls([record]) == 1
 
 
 def test_retry_after_from_header() -> None:
