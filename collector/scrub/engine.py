@@ -78,6 +78,12 @@ _PERCENT_ESCAPE = re.compile(rb"(%[0-9A-Fa-f]{2}|\+)")
 # hyphen): pasted into a token they hide it from every rule while the token still works
 # once a reader copies it. The view drops them.
 _INVISIBLE = re.compile(rb"((?:\xe2\x80[\x8b-\x8d]|\xe2\x81\xa0|\xef\xbb\xbf|\xc2\xad)+)")
+# Terminal colour and cursor codes (grep --color, pytest, git diff output echoed in a span):
+# the code ends in a letter, so a token right after it would read as glued to a word.
+_ANSI = re.compile(rb"(\x1b\[[0-9;?]*[ -/]*[@-~])")
+# A "+" between letters is a space in form-encoded text (q=Bearer+<token>) even with no
+# "%" escape in the value; "+00:00" and "C++" do not build the view.
+_FORM_SPACE = re.compile(rb"[A-Za-z]\+[A-Za-z-]")
 # HTML character references, as an HTML error page or a templated message escapes text.
 _HTML_ENTITY = re.compile(rb"(&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|amp|lt|gt|quot|apos);)")
 _JSON_SIMPLE: Final = {
@@ -293,8 +299,12 @@ def _views(data: bytes) -> list[_View]:
             continue
         if b"\\" in view.data and _JSON_ESCAPE.search(view.data):
             views.append(_derive(view, _JSON_ESCAPE, _decode_json))
-        if b"%" in view.data and _PERCENT_ESCAPE.search(view.data):
+        if (b"%" in view.data and _PERCENT_ESCAPE.search(view.data)) or (
+            b"+" in view.data and _FORM_SPACE.search(view.data)
+        ):
             views.append(_derive(view, _PERCENT_ESCAPE, _decode_percent))
+        if b"\x1b" in view.data and _ANSI.search(view.data):
+            views.append(_derive(view, _ANSI, _decode_invisible))
         if b"&" in view.data and _HTML_ENTITY.search(view.data):
             views.append(_derive(view, _HTML_ENTITY, _decode_html))
         if (b"\xe2" in view.data or b"\xc2\xad" in view.data or b"\xef\xbb\xbf" in view.data) and (

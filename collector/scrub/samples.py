@@ -481,6 +481,31 @@ def _build() -> dict[str, RuleSamples]:  # noqa: PLR0915 - one table row per rul
         '{{"user": "bob", "pass": "{}"}}',
         lambda r: ['{"pass": true, "fail": 0}', '{"pass": 17}', "tests pass=12 fail=0"],
     )
+    s["signed-url-signature"] = _plain(
+        _same(ALNUM, 40),
+        "GET https://b.s3.amazonaws.com/r.pdf?X-Amz-Expires=900&X-Amz-Signature={}&x=1 -> 403",
+        lambda r: ["the request signature we calculated does not match", "?signature=short"],
+    )
+    s["sql-password"] = _plain(
+        _same(ALNUM, 14),
+        "psycopg.errors: ALTER ROLE app WITH LOGIN PASSWORD '{}' failed",
+        lambda r: ["password must be at least 8 characters", "the password 'is' wrong"],
+    )
+    s["redis-auth-command"] = _plain(
+        _same(ALNUM, 20),
+        "redis> AUTH default {}",
+        lambda r: ["auth failed for user bob", "AUTH required before SET"],
+    )
+    s["netrc-password"] = _plain(
+        _same(ALNUM, 16),
+        "machine api.example.com login deploy password {}",
+        lambda r: ["machine learning login page", "the machine has no password set"],
+    )
+    s["credential-pair"] = _plain(
+        _same(ALNUM, 18),
+        'env: [{{"name": "DB_PASSWORD", "value": "{}"}}, {{"name": "PORT", "value": "8080"}}]',
+        lambda r: ['{"name": "PORT", "value": "8080"}', "auth=('bob', None)"],
+    )
     s["cli-secret-flag"] = _plain(
         _same(ALNUM, 16),
         "deploy --api-key {} --region eu-west-1",

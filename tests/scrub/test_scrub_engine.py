@@ -325,3 +325,65 @@ def test_form_encoded_secrets_are_found(scrubber: Scrubber) -> None:
     assert "Jq9Lm2Pn4Rs6" not in masked.text
     assert masked.counts.get("private-key") == 1
     assert masked.text.endswith("note=a%2Bb+stays")  # the rest is left as it was
+
+
+def _rand(seed: int, alphabet: str, n: int) -> str:
+    rng = random.Random(seed)
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+_AN = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_URLSAFE = _AN + "-_"
+_SECRET = _rand(1, _AN, 22)  # the value planted where the text has one secret
+_JWE_HEADER = "eyJhbGciOiJkaXIiLCJlbmMiOiJBMjU2R0NNIn0"  # {"alg":"dir","enc":"A256GCM"}
+
+# Each text hides `_SECRET` (or the token named after it) in a form a review found leaking.
+EVASIONS = [
+    pytest.param(f"\x1b[32msk_live_{_SECRET}Ab\x1b[0m", id="ansi-before-token"),
+    pytest.param(f"api_key\x1b[0m=\x1b[31m{_SECRET}\x1b[0m", id="ansi-inside-assignment"),
+    pytest.param(f"q=Bearer+{_SECRET}&page=2", id="form-plus-without-percent"),
+    pytest.param(f"xsk_live_{_SECRET}Ab", id="stripe-glued"),
+    pytest.param(f"PRIVATE_KEY={_SECRET}{_rand(2, _AN, 1600)}", id="long-assignment-value"),
+    pytest.param(f"<privateKey>{_SECRET}{_rand(3, _AN, 1600)}</privateKey>", id="long-xml-value"),
+    pytest.param(f"refresh failed: sk-ant-ort01-{_SECRET}{_rand(4, _URLSAFE, 71)}AA", id="ant-ort"),
+    pytest.param(f"claude.ai: sk-ant-sid01-{_SECRET}{_rand(5, _URLSAFE, 64)}AA", id="ant-sid"),
+    pytest.param(
+        f"401 for glpat-{_SECRET}{_rand(6, _URLSAFE, 9)}.01.abc123xyz", id="glpat-routable"
+    ),
+    pytest.param(
+        f"key: sk-None-{_SECRET}{_rand(7, _AN, 52)}T3BlbkFJ{_rand(8, _AN, 74)}", id="sk-none"
+    ),
+    pytest.param(
+        f"upload: pypi-AgENdGVzdC5weXBpLm9yZw{_SECRET}{_rand(9, _URLSAFE, 60)}", id="testpypi"
+    ),
+    pytest.param(
+        f"session {_JWE_HEADER}..{_SECRET}.{_rand(10, _URLSAFE, 90)}.{_rand(11, _URLSAFE, 22)}",
+        id="jwe",
+    ),
+    pytest.param(f"slack: xoxb-12345678901-{_SECRET}Ab", id="slack-legacy-bot"),
+    pytest.param(f"AKIAIOSFODNN7ABCDEFG\n{_SECRET}{_rand(12, _AN, 18)}", id="aws-secret-next-line"),
+    pytest.param(f"SET PASSWORD FOR 'bob'@'%' = '{_SECRET}'", id="sql-set-password"),
+    pytest.param(f"deploy --db-password {_SECRET} --region eu", id="cli-prefixed-flag"),
+    pytest.param(f"{{'password': b'{_SECRET}'}}", id="bytes-repr"),
+    pytest.param(f'{{"password": ["{_SECRET}"]}}', id="list-value"),
+    pytest.param(f'{{"auths": {{"r.io": {{"auth": "{_SECRET}"}}}}}}', id="docker-auth"),
+    pytest.param(f"Ocp-Apim-Subscription-Key: {_SECRET}", id="azure-apim-header"),
+    pytest.param(f"pass: {_SECRET}", id="yaml-pass"),
+    pytest.param(f"postgres://app:{_SECRET}/x#y@db:5432/app", id="db-uri-slash-in-password"),
+    pytest.param(f"https://u:{_SECRET}@ab@example.com/x", id="url-at-in-password"),
+]
+
+
+@pytest.mark.parametrize("text", EVASIONS)
+def test_review_evasions_are_masked(scrubber: Scrubber, text: str) -> None:
+    """Forms a red-team review found leaking: colour codes, form encoding, long values,
+    newer token formats, key names the rules lacked."""
+    out = scrubber.scrub(text).text
+    assert _SECRET not in out, out
+    assert "[REDACTED:" in out
+
+
+def test_form_space_view_leaves_timestamps_and_plain_text_alone(scrubber: Scrubber) -> None:
+    """ "+00:00" and "C++" build no view; plain form text is unchanged."""
+    for text in ("at 2026-11-30T10:00:00+00:00 ok", "C++ build", "q=red+shoes&page=2"):
+        assert scrubber.scrub(text).text == text
