@@ -14,15 +14,18 @@ Two outputs:
   exception type and nothing else (no message, frame, path or source line survives); text
   around it is kept.
 * `redact_traceback(text)` is the copy for humans: exception types, frame function names,
-  relative file names and line numbers; no absolute path prefixes, home directories, user
-  names, source lines, local variables, argument values or error-property values, and
-  messages with secrets masked. At most 8 KiB, with a fingerprint of language, exception type
-  and frame functions that groups the same failure across line-number changes.
+  relative file names and line numbers; no absolute path prefixes, URL userinfo or queries,
+  home directories, user names, source lines, local variables, argument values or
+  error-property values, and messages with secrets masked. A message is scrubbed whole (its
+  full lines, a multi-line Rust panic message as one text, an exception's name with it) and
+  only then cut. At most 8 KiB, with a fingerprint of language, exception type and frame
+  functions that groups the same failure across line-number changes.
 
 Cost is linear in the input: a value is first checked for marker literals (most values stop
 there); otherwise each line is classified once with anchored patterns that only ever see a
 line prefix of at most `_LINE_PREFIX_CHARS` characters and contain no nested or overlapping
-quantifiers, so no line costs more than a constant. Nothing here raises on any string.
+quantifiers, so no line costs more than a constant; the scrubber, linear itself, sees each
+kept line once. Nothing here raises on any string.
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ _GO_LINE = re.compile(
     r"(?:goroutine \d+ \[[^\]]{0,100}\]:|\[signal |\t|\s+|created by |exit status \d+"
     r"|panic: |fatal error: |\[recovered\]|[\w./*()\[\]-]{1,300}\(.{0,500}\)$)"
 )
+_GO_GOROUTINE = re.compile(r"goroutine (\d+) (\[[^\]]{0,100}\]):")
 _GO_FUNC = re.compile(r"((?:created by )?[\w./*()\[\]-]{1,300}?)\((.{0,500})\)$")
 _GO_FILE = re.compile(r"\t(\S{1,1000}\.go):(\d+)")
 
@@ -140,6 +144,8 @@ _PHP_FRAME = re.compile(r"#(\d+) (?:(\S{1,1000}?)\((\d+)\): )?([^(]{1,300})(?:\(
 _ABS_PATH = re.compile(
     r"(?:file://)?(?:[A-Za-z]:[\\/]|/|~[/\\])(?:[^\s\\/:\"'()<>]+[\\/])+[^\s\\/:\"'()<>]*"
 )
+# A URL's userinfo ("user:pw@"), query and fragment are where credentials ride in a frame path.
+_URL = re.compile(r"([A-Za-z][\w+.-]{0,30}://)(?:[^/?#\s]*@)?([^?#]*)")
 _VENDOR_DIRS: Final = ("site-packages", "dist-packages", "node_modules", "vendor", "gems")
 
 
@@ -571,7 +577,14 @@ def _strip(text: str) -> tuple[str, str | None, int]:
 
 
 def _relpath(path: str) -> str:
-    """A path without its absolute prefix: vendor-relative, or its last two components."""
+    """A path without its absolute prefix: vendor-relative, or its last two components.
+
+    A URL loses its userinfo, query and fragment first (Deno and browser bundles load code
+    from `https://user:pw@host/app.js?token=...`).
+    """
+    url = _URL.match(path)
+    if url:
+        path = url.group(1) + url.group(2)
     path = path.removeprefix("file://")
     if path.startswith(("node:", "<")) or not path:
         return path
@@ -597,14 +610,18 @@ def _human_python(
     lines: list[_Line], region: _Region, scrub: Callable[[str], str], funcs: list[str]
 ) -> list[str]:
     out: list[str] = []
-    # Only the first unindented line after the frames is the exception; lines after it are
-    # the rest of its message (pydantic's input values among them) and are dropped.
+    # Only the first exception line after the frames (or after a group's rule) is the
+    # exception; lines after it are the rest of its message (pydantic's input values, an
+    # exception group member's "| DB_PASSWORD: ..." line) and are dropped.
     expect_exc = True
     for index in range(region.first, region.last + 1):
-        body = lines[index].text[:_LINE_PREFIX_CHARS]
+        # Patterns see the bounded prefix; what is kept is scrubbed from the whole line, then
+        # cut, so a token across the prefix's end is not left too short for its rule.
+        line = lines[index].text
+        body = line[:_LINE_PREFIX_CHARS]
         if index == region.first:
             start = _PY_START.search(body)
-            out.append(scrub(body[start.start() if start else 0 :].strip()))
+            out.append(scrub(line[start.start() if start else 0 :].strip()))
             continue
         frame = _PY_FRAME.match(body)
         if frame:
@@ -617,20 +634,23 @@ def _human_python(
         if _PY_START.search(body) or _PY_CHAIN.match(body) or _PY_GROUP_RULE.match(stripped):
             # Scrubbed too: a wrapped error's own line can carry the header after a secret
             # ("cmd psql postgresql://app:pw@db failed: Traceback (most recent call last):").
-            out.append(scrub(body.rstrip()))
+            out.append(scrub(line.rstrip()))
             expect_exc = True
             continue
-        group_exc = _PY_GROUP_EXC.match(body)
+        if not expect_exc or not stripped:
+            continue
         exc = None if _indented(lines[index]) else _PY_EXC.match(body)
-        found = group_exc or exc
-        if found is None or not stripped or not (expect_exc or group_exc):
+        found = _PY_GROUP_EXC.match(body) or exc
+        if found is None:
             continue
         name = found.group(1)
-        lead = body[: body.find(name)] if group_exc else ""
-        message = body[found.start(1) + len(name) :].lstrip(":").strip()
-        funcs.append(name)
+        message = line[found.end(1) :].lstrip(":").strip()
+        # The name is scrubbed with its message: a line that only looks like an exception
+        # ("AKIA...", "DB_PASSWORD: ...") is a secret, or the context its value needs.
+        kept = scrub(f"{name}: {message}" if message else name)
+        funcs.append(name if kept.startswith(name) else "?")
         expect_exc = False
-        out.append(f"{lead}{name}" + (f": {scrub(message)}" if message else ""))
+        out.append(body[: found.start(1)] + kept)
     return out
 
 
@@ -640,7 +660,8 @@ def _human_at(
     out: list[str] = []
     header_done = False
     for index in range(region.first, region.last + 1):
-        body = lines[index].text[:_LINE_PREFIX_CHARS]
+        line = lines[index].text
+        body = line[:_LINE_PREFIX_CHARS]
         if not header_done:
             header = {"java": _JAVA_HEADER, "node": _NODE_HEADER, "dotnet": _DOTNET_HEADER}[
                 region.language
@@ -648,7 +669,7 @@ def _human_at(
             if header is None:
                 continue  # Node's source excerpt before the header: code, not kept
             header_done = True
-            rest = body[header.end() :].lstrip(":").strip()
+            rest = line[header.end() :].lstrip(":").strip()
             out.append(header.group(1) + (f": {scrub(rest)}" if rest else ""))
             continue
         java = _JAVA_FRAME.match(body) if region.language == "java" else None
@@ -673,17 +694,19 @@ def _human_at(
             method, params, path, line_no = dotnet.groups()
             funcs.append(method)
             where = f" in {_relpath(path)}:line {line_no}" if path else ""
-            out.append(f"   at {method}({params}){where}")
+            # .NET prints parameter types and names, but a hand-made frame can hold values.
+            out.append(f"   at {method}({scrub(params) if params else ''}){where}")
             continue
         caused = _CAUSED.match(body)
         if caused:
-            lead, rest = caused.groups()
-            name, _, message = rest.partition(": ")
-            funcs.append(name.strip())
-            out.append(f"{lead}{name.strip()}" + (f": {scrub(message)}" if message else ""))
+            name, _, message = line[caused.end(1) :].partition(": ")
+            # Scrubbed with its message: the name slot is free text ("Caused by: AKIA...").
+            kept = scrub(f"{name.strip()}: {message}" if message else name.strip())
+            funcs.append(name.strip() if kept.startswith(name.strip()) else "?")
+            out.append(caused.group(1) + kept)
             continue
         if re.match(r"\s*(?:\.\.\. \d+ (?:more|common frames omitted)|--- End of )", body):
-            out.append(body.rstrip())
+            out.append(scrub(line.rstrip()))
     return out
 
 
@@ -691,20 +714,28 @@ def _human_go(
     lines: list[_Line], region: _Region, scrub: Callable[[str], str], funcs: list[str]
 ) -> list[str]:
     out: list[str] = []
+    # A dump repeats a few wait reasons ("[chan receive]") thousands of times: scrub each once.
+    reasons: dict[str, str] = {}
     for index in range(region.first, region.last + 1):
-        body = lines[index].text[:_LINE_PREFIX_CHARS]
+        line = lines[index].text
         if index == region.first:
-            start = _GO_START.search(body)
-            body = body[start.start() :] if start else body
-            kind, _, message = body.partition(": ")
-            out.append(
-                f"{kind}: {scrub(message)}"
-                if message and not kind.startswith("goroutine")
-                else body.rstrip()
-            )
+            start = _GO_START.search(line[:_LINE_PREFIX_CHARS])
+            line = line[start.start() :] if start else line
+        body = line[:_LINE_PREFIX_CHARS]
+        goroutine = _GO_GOROUTINE.match(body)
+        if goroutine:
+            # Go prints nothing after a goroutine header: whatever follows is not Go's; drop it.
+            number, reason = goroutine.groups()
+            if reason not in reasons:
+                reasons[reason] = scrub(reason)
+            out.append(f"goroutine {number} {reasons[reason]}:")
             continue
-        if body.startswith(("goroutine ", "[signal ")) or not body.strip():
-            out.append(body.rstrip())
+        if body.startswith(("panic: ", "fatal error: ")):
+            kind, _, message = line.partition(": ")
+            out.append(f"{kind}: {scrub(message)}" if message.strip() else f"{kind}:")
+            continue
+        if body.startswith("[signal ") or not body.strip():
+            out.append(scrub(line.rstrip()) if body.strip() else "")
             continue
         file_line = _GO_FILE.match(body)
         if file_line:
@@ -720,10 +751,6 @@ def _human_go(
             funcs.append(func.group(1))
             # Argument words are raw values (pointers, lengths, sometimes data): drop them.
             out.append(f"{func.group(1)}(...)")
-            continue
-        if body.startswith(("panic: ", "fatal error: ")):
-            kind, _, message = body.partition(": ")
-            out.append(f"{kind}: {scrub(message)}")
     while out and not out[-1].strip():
         out.pop()
     return out
@@ -733,9 +760,27 @@ def _human_rust(
     lines: list[_Line], region: _Region, scrub: Callable[[str], str], funcs: list[str]
 ) -> list[str]:
     out: list[str] = []
+    # The panic message may span lines (a PEM, a pretty-printed struct with "password:" a
+    # line above its value): its lines are scrubbed as one text so a rule sees them together.
+    message: list[str] = []
+
+    def flush_message() -> None:
+        if message:
+            kept = scrub("\n".join(message)).split("\n")
+            out.extend(piece.strip() for piece in kept if piece.strip())
+            message.clear()
+
     for index in range(region.first, region.last + 1):
-        body = lines[index].text[:_LINE_PREFIX_CHARS]
+        line = lines[index].text
+        body = line[:_LINE_PREFIX_CHARS]
         panic = _RUST_PANIC.search(body)
+        frame = None if panic else _RUST_FRAME.match(body)
+        at = None if panic or frame else _RUST_AT.match(body)
+        if not (panic or frame or at or body.startswith(("note: ", "stack backtrace:"))):
+            if body.strip():
+                message.append(line)
+            continue
+        flush_message()
         if panic:
             lead, old_message, path, line_no, column, colon = panic.groups()
             where = f"{_relpath(path)}:{line_no}:{column}"
@@ -743,24 +788,17 @@ def _human_rust(
                 out.append(f"{lead}'{scrub(old_message)}', {where}")
             else:
                 out.append(f"{lead}{where}{colon}")
-            continue
-        frame = _RUST_FRAME.match(body)
-        if frame:
+        elif frame:
             funcs.append(frame.group(1))
             out.append(body[: frame.start(1)] + frame.group(1))
-            continue
-        at = _RUST_AT.match(body)
-        if at:
+        elif at:
             out.append(
                 f"{at.group(1)}{_relpath(at.group(2))}:{at.group(3)}"
                 + (f":{at.group(4)}" if at.group(4) else "")
             )
-            continue
-        if body.startswith(("note: ", "stack backtrace:")):
-            out.append(body.rstrip())
-            continue
-        if body.strip():
-            out.append(scrub(body.strip()))  # the panic message
+        else:
+            out.append(scrub(line.rstrip()))
+    flush_message()
     return out
 
 
@@ -789,11 +827,15 @@ def _human_php(
 ) -> list[str]:
     out: list[str] = []
     for index in range(region.first, region.last + 1):
-        body = lines[index].text[:_LINE_PREFIX_CHARS]
+        line = lines[index].text
+        body = line[:_LINE_PREFIX_CHARS]
         if index == region.first:
             start = _PHP_START.search(body)
             if start:
                 exc, message, path, line_no = start.groups()
+                if message is not None and len(line) > len(body):
+                    # The message ran past the prefix: scrub all of it (" in path:N" included).
+                    message, path = line[start.start(2) :], None
                 where = f" in {_relpath(path)}:{line_no}" if path else ""
                 out.append(f"Uncaught {exc}: {scrub(message or '')}{where}")
             continue
@@ -813,8 +855,7 @@ def _human_php(
         if body.startswith("Stack trace:"):
             out.append("Stack trace:")
         elif body.startswith("Next "):
-            name, _, message = body[5:].partition(": ")
-            out.append(f"Next {name}: {scrub(message)}")
+            out.append(f"Next {scrub(line[5:].strip())}")  # the name with its message
     return out
 
 

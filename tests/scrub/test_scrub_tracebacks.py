@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import random
 import re
 from pathlib import Path
 
 import pytest
 
 from collector.scrub import redact_traceback, strip_traceback
+from collector.scrub.samples import ALNUM, B64URL, SAMPLES, rand
 from collector.scrub.tracebacks import HUMAN_MAX_BYTES
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "tracebacks"
@@ -224,3 +228,184 @@ def test_huge_trace_input_is_linear_and_safe() -> None:
     frames = '  File "/srv/app/x.py", line 1, in f\n    f()\n' * 50_000
     text = "Traceback (most recent call last):\n" + frames + "RecursionError: deep\n"
     assert strip_traceback(text) == ("RecursionError\n", "RecursionError")
+
+
+def _aws_key_id(seed: int) -> str:
+    """A fake AWS access key id: a secret a rule finds with no context around it."""
+    return "AKIA" + SAMPLES["aws-access-key-id"].make(random.Random(seed)).core
+
+
+FAKE_PW = "fake-" + rand(random.Random(7), ALNUM, 16)
+GROUP_HEAD = (
+    "  + Exception Group Traceback (most recent call last):\n"
+    '  |   File "/app/agent.py", line 10, in main\n'
+    "  |     async with anyio.create_task_group() as tg:\n"
+    "  | ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)\n"
+    "  +-+---------------- 1 ----------------\n"
+)
+GROUP_MEMBER = (
+    "    | Traceback (most recent call last):\n"
+    '    |   File "/app/tools.py", line 5, in connect\n'
+    "    |     raise RuntimeError(msg)\n"
+)
+GROUP_END = "    +------------------------------------\n"
+
+
+@pytest.mark.parametrize(
+    ("member", "secret"),
+    [
+        pytest.param(
+            GROUP_MEMBER + "    | RuntimeError: could not connect with settings:\n"
+            f"    | DB_PASSWORD: {FAKE_PW}\n",
+            FAKE_PW,
+            id="name-value-line-in-a-multi-line-message",
+        ),
+        pytest.param(
+            GROUP_MEMBER + "    | ValueError: key rejected:\n"
+            f"    | AWS_ACCESS_KEY_ID\n    | {_aws_key_id(1)}\n",
+            _aws_key_id(1),
+            id="bare-key-line-in-a-multi-line-message",
+        ),
+        # Where an exception line can appear, a line that only looks like one is still scrubbed.
+        pytest.param(f"    | {_aws_key_id(2)}\n", _aws_key_id(2), id="key-in-the-exception-slot"),
+    ],
+)
+def test_exception_group_message_lines_are_not_exceptions(member: str, secret: str) -> None:
+    """In a group, only the line after the frames is an exception; all of it is scrubbed."""
+    human = redact_traceback(GROUP_HEAD + member + GROUP_END)
+    assert human is not None
+    assert secret not in human.text
+    assert human.exception_type == "ExceptionGroup"
+
+
+def _long_jwt(rng: random.Random) -> str:
+    """A fake JWT of about 1,800 characters: masked, it shrinks the line by as much."""
+
+    def enc(obj: object) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    header = enc({"alg": "HS256", "typ": "JWT"})
+    payload = enc({"sub": "fake", "blob": rand(rng, ALNUM, 1250)})
+    return f"{header}.{payload}.{rand(rng, B64URL, 43)}"
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        pytest.param(
+            'Traceback (most recent call last):\n  File "/app/x.py", line 1, in <module>\n'
+            "ValueError: {message}\n",
+            id="python-exception-line",
+        ),
+        pytest.param("Error: {message}\n    at main (/app/main.js:3:1)\n", id="node-header-line"),
+        pytest.param(
+            "panic: {message}\n\ngoroutine 1 [running]:\nmain.main()\n\t/app/main.go:5 +0x1d\n",
+            id="go-panic-line",
+        ),
+        pytest.param(
+            "thread 'main' panicked at src/main.rs:1:5:\n{message}\n"
+            "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n",
+            id="rust-message-line",
+        ),
+        pytest.param(
+            "PHP Fatal error:  Uncaught RuntimeException: {message} in /app/x.php:5\n"
+            "Stack trace:\n#0 {{main}}\n  thrown in /app/x.php on line 5\n",
+            id="php-uncaught-line",
+        ),
+    ],
+)
+def test_a_line_past_the_pattern_prefix_is_scrubbed_whole(template: str) -> None:
+    """A key across the 2,048-character pattern prefix is masked whole, not cut and kept.
+
+    A long JWT before it is masked to a few characters, so without that the key's cut-off
+    start would land inside the 300 characters kept of the message.
+    """
+    planted = SAMPLES["anthropic-api-key"].make(random.Random(3))
+    key = planted.text.split()[-1]
+    head = f"token {_long_jwt(random.Random(4))} rejected; retry with "
+    line_head = len(template[: template.index("{message}")].rsplit("\n", 1)[-1])
+    padding = 2048 - 40 - line_head - len(head) - 1
+    message = head + "x" * padding + " " + key
+    # The cut keeps 40 of the key's characters: fewer than the rule's 53, more than the 13 of
+    # its prefix plus the 10 of the core checked below. Masked, the JWT no longer pushes the
+    # key past the 300 characters kept of a message.
+    assert 0 < padding < 200
+    human = redact_traceback(template.format(message=message))
+    assert human is not None
+    assert "[REDACTED:jwt]" in human.text
+    assert planted.core[:10] not in human.text
+
+
+@pytest.mark.parametrize(
+    ("message", "secret"),
+    [
+        pytest.param(
+            "failed to parse key:\n" + (pem := SAMPLES["private-key"].make(random.Random(5))).text,
+            pem.core,
+            id="pem-body-lines",
+        ),
+        # A pretty-printed (`{:#?}`) struct puts a field's value on the line after its name.
+        pytest.param(
+            f"called `Result::unwrap()` on an `Err` value: Config {{\n    password:\n"
+            f'        "{FAKE_PW}",\n}}',
+            FAKE_PW,
+            id="debug-struct-value-under-its-key",
+        ),
+    ],
+)
+def test_multi_line_rust_panic_message_is_scrubbed_as_one_text(message: str, secret: str) -> None:
+    """The lines of a Rust panic message are scrubbed together, so context spans lines."""
+    text = (
+        "thread 'main' panicked at src/main.rs:10:5:\n" + message + "\nstack backtrace:\n"
+        "   0: main::main\n             at ./src/main.rs:6:60\n"
+    )
+    human = redact_traceback(text)
+    assert human is not None
+    assert secret not in human.text
+    assert human.text.endswith("at src/main.rs:6:60")
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        pytest.param(
+            f"TypeError: fetch failed\n    at load (https://deploy:{FAKE_PW}@cdn.example/app.js:1:5)\n",
+            FAKE_PW,
+            id="node-frame-url-userinfo",
+        ),
+        pytest.param(
+            f"TypeError: fetch failed\n    at load (https://cdn.example/app.js?sig={FAKE_PW}:1:5)\n",
+            FAKE_PW,
+            id="node-frame-url-query",
+        ),
+        # Go prints nothing after a goroutine header; a bare value there has no context.
+        pytest.param(
+            f"goroutine 1 [running]: {FAKE_PW}\nmain.main()\n\t/app/main.go:5 +0x1d\n",
+            FAKE_PW,
+            id="go-goroutine-header-tail",
+        ),
+        pytest.param(
+            "System.InvalidOperationException: boom\n"
+            f"   at App.Db.Open(String cs=Server=db;Password={FAKE_PW}) in /src/Db.cs:line 5\n",
+            FAKE_PW,
+            id="dotnet-frame-parameters",
+        ),
+        pytest.param(
+            "java.lang.IllegalStateException: boom\n\tat com.acme.App.main(App.java:5)\n"
+            f"Caused by: {_aws_key_id(6)}\n\t... 1 more\n",
+            _aws_key_id(6),
+            id="java-caused-by-name-slot",
+        ),
+        pytest.param(
+            "PHP Fatal error:  Uncaught RuntimeException: boom in /app/x.php:5\nStack trace:\n"
+            f"#0 {{main}}\nNext {_aws_key_id(8)}\n  thrown in /app/x.php on line 5\n",
+            _aws_key_id(8),
+            id="php-next-name-slot",
+        ),
+    ],
+)
+def test_frames_and_headers_keep_no_credentials(text: str, secret: str) -> None:
+    """Frame paths lose URL userinfo and query; header and parameter text is scrubbed."""
+    human = redact_traceback(text)
+    assert human is not None
+    assert secret not in human.text
