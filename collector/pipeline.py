@@ -57,7 +57,8 @@ _TOOL_BAD_CHARS: Final = re.compile(r"[^A-Za-z0-9_.:/-]")
 _SECRET_NAME_RE: Final = re.compile(
     r"(?i)(?:^|[._\-\s])(?:password|passwd|passphrase|pass|pwd|secrets?|token"
     r"|api[_\-]?keys?|apikey|access[_\-]?keys?|private[_\-]?keys?|client[_\-]?secret"
-    r"|auth|authorization|credentials?|cookies?)(?:$|[._\-\s])"
+    r"|auth|authorization|credentials?|cookies?|subscription[_\-]?key|functions?[_\-]?key"
+    r"|license[_\-]?key)(?:$|[._\-\s])"
 )
 SECRET_NAME_RULE: Final = "secret-named-attribute"  # noqa: S105 - a rule id, not a secret
 _LABEL_OK: Final = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
@@ -82,6 +83,10 @@ _LABEL_KEYS: Final = frozenset(
     {sc.SERVICE_NAME, sc.SERVICE_VERSION, sc.DEPLOYMENT_ENVIRONMENT, sc.DEPLOYMENT_ENVIRONMENT_OLD}
 )
 _NAME_KEY: Final = "\x00name"  # the span name rides along in the allowlist's one scan
+# Resource attributes never passed on: a command line splits a flag from its value
+# ("--password", "hunter2") into array elements, or puts both in one string no rule can
+# read as a pair, so neither form can be scrubbed reliably and neither is needed upstream.
+_ARGV_KEYS: Final = frozenset({"process.command_args", "process.command_line"})
 _MAX_ORIGINS: Final = 4096
 _EXPOSURE_SCAN_CHARS: Final = 4096
 
@@ -119,13 +124,22 @@ class _Counts:
         self.by_rule.update(counts)
 
 
-def _masked_by_name(value: AttrValue, counts: _Counts) -> AttrValue:
-    """The value of a credential-named attribute: every text masked whole, counted."""
+def _masked_by_name(
+    value: AttrValue, counts: _Counts, scrub_key: Callable[[str, _Counts], str]
+) -> AttrValue:
+    """The value of a credential-named attribute: every text masked whole, counted.
+
+    A map under such a name keeps its (scrubbed) keys, and every value in it is masked.
+    """
     if isinstance(value, str) and value:
         counts.add({SECRET_NAME_RULE: 1})
         return f"[REDACTED:{SECRET_NAME_RULE}]"
     if isinstance(value, tuple):
-        return tuple(_masked_by_name(v, counts) for v in value)
+        return tuple(_masked_by_name(v, counts, scrub_key) for v in value)
+    if isinstance(value, dict):
+        return {
+            scrub_key(k, counts): _masked_by_name(v, counts, scrub_key) for k, v in value.items()
+        }
     if isinstance(value, bytes):
         counts.add({"bytes": 1})
         return ""
@@ -148,6 +162,28 @@ def _strings(value: AttrValue) -> list[str]:
     if isinstance(value, dict):
         return [s for v in value.values() for s in _strings(v)]
     return []
+
+
+def _nested_texts(value: AttrValue, out: list[str]) -> bool:
+    """Append every string inside an array or map, nested keys included, to `out`.
+
+    True when the value holds what the one scan cannot judge: bytes (never scannable) or a
+    map key that names a credential (its value is masked whatever it looks like).
+    """
+    if isinstance(value, str):
+        out.append(value)
+        return False
+    if isinstance(value, bytes):
+        return True
+    unsure = False
+    if isinstance(value, tuple):
+        for item in value:
+            unsure = _nested_texts(item, out) or unsure
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            out.append(key)
+            unsure = _nested_texts(item, out) or unsure or bool(_SECRET_NAME_RE.search(key))
+    return unsure
 
 
 def _first_text(attrs: Mapping[str, AttrValue], *keys: str) -> str | None:
@@ -383,7 +419,9 @@ class Pipeline:
     ) -> SpanView:
         kept: dict[str, AttrValue] = {}
         for key, value in view.attributes.items():
-            if key not in sc.FORWARD_ALLOWLIST or key == sc.ERROR_TYPE:
+            # errscope.field is set below from the record only: an incoming one may be a
+            # value the record refused, or any text on a call that succeeded.
+            if key not in sc.FORWARD_ALLOWLIST or key in (sc.ERROR_TYPE, sc.ERRSCOPE_FIELD):
                 continue
             if key in _ID_KEYS:
                 text = value if isinstance(value, str) else str(value)
@@ -517,12 +555,18 @@ class Pipeline:
     ) -> dict[str, AttrValue]:
         """Scrub every key and value: one scan of all strings first, per item only on a finding.
 
-        Keys too: a span can be given any string as an attribute's name, a token included.
+        Keys too, at every depth: a span can be given any string as an attribute's name, a
+        token included, and a map value (OTLP kvlist) nests keys and values of its own.
         """
         named = {k for k in attrs if _SECRET_NAME_RE.search(k)}
-        texts = [*attrs, *(t for v in attrs.values() for t in _strings(v))]
-        has_bytes = any(isinstance(v, bytes) for v in attrs.values())
-        if not has_bytes and not named:
+        texts = list(attrs)
+        unsure = bool(named)
+        for value in attrs.values():
+            if isinstance(value, str):
+                texts.append(value)
+            elif isinstance(value, tuple | dict | bytes):
+                unsure = _nested_texts(value, texts) or unsure
+        if not unsure:
             joined = "\n\n".join(t for t in texts if t)
             method = (
                 self.scrubber.scrub_secrets if policy is NonToolPolicy.PASS else self.scrubber.scrub
@@ -532,7 +576,9 @@ class Pipeline:
         scrub_key = self._scrub_text(policy)
         return {
             scrub_key(k, counts): (
-                _masked_by_name(v, counts) if k in named else self._scrub_value(v, counts, policy)
+                _masked_by_name(v, counts, scrub_key)
+                if k in named
+                else self._scrub_value(v, counts, policy)
             )
             for k, v in attrs.items()
         }
@@ -546,8 +592,9 @@ class Pipeline:
         if cached is None:
             local = _Counts()
             scrub = self._scrub_text(policy)
+            resource = {k: v for k, v in view.resource.items() if k not in _ARGV_KEYS}
             fields: dict[str, Any] = {
-                "resource": self._scrub_mapping(view.resource, local, policy),
+                "resource": self._scrub_mapping(resource, local, policy),
                 "scope_name": scrub(view.scope_name, local),
                 "scope_version": scrub(view.scope_version, local),
             }

@@ -47,7 +47,15 @@ import pyarrow.ipc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from collector.errors import ConfigError, ConfigErrorKind, ErrscopeError, QueryError, QueryErrorKind
+from collector.errors import (
+    ConfigError,
+    ConfigErrorKind,
+    ErrscopeError,
+    QueryError,
+    QueryErrorKind,
+    RecordError,
+    RecordErrorKind,
+)
 from collector.forward import Forwarder, make_exporter
 from collector.otlp import (
     DEFAULT_MAX_BODY_BYTES,
@@ -61,6 +69,7 @@ from collector.otlp import (
 )
 from collector.pipeline import NonToolPolicy, Pipeline
 from collector.record import Deploy
+from collector.scrub import Scrubber, default_scrubber
 from collector.signals import set_soon
 from collector.sink import StoreBatch, StoreSink, WriteResult
 from collector.spanview import SpanView
@@ -71,7 +80,7 @@ from collector.writer import Writer
 from queries.runner import run_query
 from queries.source import ARROW_STREAM
 
-__all__ = ["ServeConfig", "Sidecar", "parse_address"]
+__all__ = ["ServeConfig", "Sidecar", "parse_address", "refuse_secret_labels"]
 
 log = logging.getLogger("errscope.serve")
 
@@ -809,7 +818,9 @@ class _ApiHandler(_Handler):
             return
         try:
             data = json.loads(self.rfile.read(length) or b"{}")
-            deploy = _deploy_from(data, source="api")
+            deploy = _deploy_from(
+                data, source="api", scrubber=self.server.sidecar.pipeline.scrubber
+            )
             self.server.sidecar.store.add_deploys([deploy])
         except (ValueError, TypeError) as exc:
             self._error(
@@ -852,7 +863,26 @@ def _required_text(data: dict[str, Any], name: str) -> str:
     return value
 
 
-def _deploy_from(data: Any, *, source: str) -> Deploy:
+def refuse_secret_labels(deploy: Deploy, scrubber: Scrubber) -> None:
+    """Raise `RecordError` naming the first label of a deploy mark a scrub rule matches.
+
+    The span path keeps no such label (`Pipeline._label`); a mark is refused whole instead,
+    since a deploy without its service or version means nothing.  The error never holds
+    the value.
+    """
+    for name in ("service", "version", "environment"):
+        value = getattr(deploy, name)
+        if value is not None and scrubber.contains_secret(value):
+            raise RecordError(
+                RecordErrorKind.BAD_VALUE,
+                "looks like a secret; not stored",
+                entry="deploys",
+                field=name,
+                hint="pass a plain label, without credentials, tokens or keys",
+            )
+
+
+def _deploy_from(data: Any, *, source: str, scrubber: Scrubber | None = None) -> Deploy:
     if not isinstance(data, dict):
         raise _DeployError("body must be a JSON object")
     service, version = _required_text(data, "service"), _required_text(data, "version")
@@ -876,6 +906,7 @@ def _deploy_from(data: Any, *, source: str) -> Deploy:
         service=service, version=version, environment=environment or None, ts=ts, source=marked_by
     )
     deploy.validate()
+    refuse_secret_labels(deploy, scrubber or default_scrubber())
     return deploy
 
 

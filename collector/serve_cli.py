@@ -14,7 +14,14 @@ import click
 from collector.errors import ConfigError, ConfigErrorKind, StoreError, StoreErrorKind
 from collector.pipeline import NonToolPolicy
 from collector.record import Deploy
-from collector.serve import DEFAULT_STORE_MEMORY, ServeConfig, configure_logging, run
+from collector.scrub import default_scrubber
+from collector.serve import (
+    DEFAULT_STORE_MEMORY,
+    ServeConfig,
+    configure_logging,
+    refuse_secret_labels,
+    run,
+)
 from collector.store import DuckDBStore
 from collector.units import parse_time
 
@@ -165,6 +172,8 @@ def deploy(
             service=service, version=version_, environment=environment, ts=ts, source="cli"
         )
         mark.validate()
+        # Checked here too, so a label holding a secret never leaves this machine.
+        refuse_secret_labels(mark, default_scrubber())
         if db is not None:
             if not db.exists():  # a mistyped path must not start a new, unread store
                 raise StoreError(

@@ -146,6 +146,8 @@ def test_credential_named_attributes_are_masked_whatever_their_value(
         "db.password": password,
         "http.request.header.x-api-key": (password, password),
         "aws.secret_access_key": password,
+        "http.request.header.ocp-apim-subscription-key": password,
+        "http.request.header.x-functions-key": password,
         "gen_ai.usage.output_tokens": 42,
         "db.system": "postgresql",
     }
@@ -156,4 +158,5 @@ def test_credential_named_attributes_are_masked_whatever_their_value(
     assert kept["db.password"] == "[REDACTED:secret-named-attribute]"
     assert kept["http.request.header.x-api-key"] == ("[REDACTED:secret-named-attribute]",) * 2
     assert (kept["gen_ai.usage.output_tokens"], kept["db.system"]) == (42, "postgresql")
-    assert out.redactions["secret-named-attribute"] == 4
+    assert kept["http.request.header.x-functions-key"] == "[REDACTED:secret-named-attribute]"
+    assert out.redactions["secret-named-attribute"] == 6
