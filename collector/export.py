@@ -24,6 +24,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from typing import Final
+from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -144,16 +145,46 @@ def _after_fork(ref: weakref.ref[ScrubbingSpanExporter]) -> None:
     )
 
 
-def _otlp_exporter(endpoint: str, protocol: str, headers: dict[str, str] | None) -> SpanExporter:
+_ENDPOINT_ENV: Final = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+_PROTOCOL_ENV: Final = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+
+
+def _protocol(protocol: str | None) -> str:
+    """ "http" or "grpc": the argument, else the standard OTEL_* variables, else http."""
+    if protocol is None:
+        named = next((os.environ[k] for k in _PROTOCOL_ENV if os.environ.get(k)), "")
+        protocol = "grpc" if named.strip().lower() == "grpc" else "http"
+    if protocol not in ("http", "grpc"):
+        raise ValueError(f"protocol must be 'http' or 'grpc', not {protocol!r}")
+    return protocol
+
+
+def _endpoint(endpoint: str | None, protocol: str) -> str | None:
+    """The exporter's endpoint; None lets the SDK read the standard OTEL_* variables.
+
+    A base URL (no path) gets `/v1/traces` for OTLP/HTTP, as the variables' base form does:
+    posting to `/` was answered 404 and every span was lost.
+    """
+    if endpoint is None:
+        if any(os.environ.get(k) for k in _ENDPOINT_ENV):
+            return None
+        return DEFAULT_GRPC_ENDPOINT if protocol == "grpc" else DEFAULT_HTTP_ENDPOINT
+    if protocol == "http" and urlsplit(endpoint).path in ("", "/"):
+        return endpoint.rstrip("/") + "/v1/traces"
+    return endpoint
+
+
+def _otlp_exporter(
+    endpoint: str | None, protocol: str, headers: dict[str, str] | None
+) -> SpanExporter:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # noqa: PLC0415
             OTLPSpanExporter as GrpcExporter,
         )
 
         metadata = tuple((k.lower(), v) for k, v in (headers or {}).items()) or None
-        return GrpcExporter(
-            endpoint=endpoint, insecure=endpoint.startswith("http://"), headers=metadata
-        )
+        insecure = endpoint.startswith("http://") if endpoint is not None else None
+        return GrpcExporter(endpoint=endpoint, insecure=insecure, headers=metadata)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
         OTLPSpanExporter as HttpExporter,
     )
@@ -167,7 +198,7 @@ def instrument(
     version: str | None = None,
     environment: str | None = None,
     endpoint: str | None = None,
-    protocol: str = "http",
+    protocol: str | None = None,
     store: str | None = None,
     headers: dict[str, str] | None = None,
     exporter: SpanExporter | None = None,
@@ -177,10 +208,12 @@ def instrument(
 ) -> TracerProvider:
     """A TracerProvider whose spans are scrubbed in the export thread, then sent or stored.
 
-    Give `endpoint` (a sidecar or any OTLP receiver; `protocol` "http" or "grpc"; `headers`
-    such as {"Authorization": "Bearer <token>"}), or any SDK `exporter` of your own, and/or
-    `store` (a DuckDB file path written in-process).  With none of them, spans go to the
-    sidecar's default OTLP/HTTP address on 127.0.0.1:4318.
+    Give `endpoint` (a sidecar or any OTLP receiver; a base URL gets `/v1/traces` over
+    HTTP; `protocol` "http" or "grpc"; `headers` such as {"Authorization": "Bearer <token>"}),
+    or any SDK `exporter` of your own, and/or `store` (a DuckDB file path written
+    in-process).  With none of them, the standard OTEL_EXPORTER_OTLP_* variables decide
+    (endpoint, protocol, headers), and without those spans go to the sidecar's default
+    OTLP/HTTP address on 127.0.0.1:4318.
     """
     attributes: dict[str, str] = {sc.SERVICE_NAME: service}
     if version:
@@ -190,8 +223,8 @@ def instrument(
     provider = TracerProvider(resource=Resource.create(attributes))
     inner: SpanExporter | None = exporter
     if inner is None and (endpoint is not None or store is None):
-        default = DEFAULT_GRPC_ENDPOINT if protocol == "grpc" else DEFAULT_HTTP_ENDPOINT
-        inner = _otlp_exporter(endpoint or default, protocol, headers)
+        chosen = _protocol(protocol)
+        inner = _otlp_exporter(_endpoint(endpoint, chosen), chosen, headers)
     sink = None
     if store is not None:
         from collector.store import (  # noqa: PLC0415 - only services that store locally

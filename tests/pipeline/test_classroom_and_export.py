@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+import http.server
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from collector.export import ScrubbingSpanExporter, instrument
@@ -400,3 +402,64 @@ def test_instrument_twice_warns_that_the_second_is_not_global() -> None:
     )
     done = _run_python(script)
     assert done.stderr.count("global_provider_taken") == 1
+
+
+class _Receiver:
+    """A real HTTP server that records the path of every POST and answers 200."""
+
+    def __init__(self) -> None:
+        paths: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                paths.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.paths = paths
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _send_one_tool_span(provider: TracerProvider) -> None:
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("execute_tool get_job") as span:
+        span.set_attribute("gen_ai.operation.name", "execute_tool")
+        span.set_attribute("gen_ai.tool.name", "get_job")
+    provider.force_flush()
+    provider.shutdown()
+
+
+@pytest.mark.parametrize("suffix", ["", "/"])
+def test_instrument_appends_v1_traces_to_a_base_url(suffix: str) -> None:
+    """endpoint="http://host:port" posts to /v1/traces (posting to / lost every span)."""
+    receiver = _Receiver()
+    try:
+        _send_one_tool_span(instrument("svc", endpoint=receiver.url + suffix, set_global=False))
+    finally:
+        receiver.close()
+    assert receiver.paths == ["/v1/traces"]
+
+
+def test_instrument_reads_the_standard_otel_endpoint_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no endpoint, OTEL_EXPORTER_OTLP_ENDPOINT decides, as for any OTel service."""
+    receiver = _Receiver()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    try:
+        _send_one_tool_span(instrument("svc", set_global=False))
+    finally:
+        receiver.close()
+    assert receiver.paths == ["/v1/traces"]
