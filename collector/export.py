@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from collector import semconv as sc
+from collector.catalog import Catalog
 from collector.gcpause import gc_paused
 from collector.pipeline import NonToolPolicy, Pipeline
 from collector.sink import StoreBatch, StoreSink
@@ -203,6 +204,7 @@ def instrument(
     headers: dict[str, str] | None = None,
     exporter: SpanExporter | None = None,
     non_tool: NonToolPolicy = NonToolPolicy.SCRUB,
+    catalog: Catalog | None = None,
     set_global: bool = True,
     schedule_delay_millis: int = 1000,
 ) -> TracerProvider:
@@ -213,7 +215,8 @@ def instrument(
     or any SDK `exporter` of your own, and/or `store` (a DuckDB file path written
     in-process).  With none of them, the standard OTEL_EXPORTER_OTLP_* variables decide
     (endpoint, protocol, headers), and without those spans go to the sidecar's default
-    OTLP/HTTP address on 127.0.0.1:4318.
+    OTLP/HTTP address on 127.0.0.1:4318.  `catalog` (from `load_catalog([...])`) makes the
+    codes of your own catalog files count as themselves rather than as `unknown`.
     """
     attributes: dict[str, str] = {sc.SERVICE_NAME: service}
     if version:
@@ -234,7 +237,8 @@ def instrument(
 
         # The service's own process: DuckDB must not grow it by caching the whole table.
         sink = StoreSink(open_store(store, memory_limit=DEFAULT_MEMORY_LIMIT))
-    exporter = ScrubbingSpanExporter(inner, pipeline=Pipeline(non_tool=non_tool), sink=sink)
+    pipeline = Pipeline(catalog=catalog, non_tool=non_tool)
+    exporter = ScrubbingSpanExporter(inner, pipeline=pipeline, sink=sink)
     provider.add_span_processor(
         BatchSpanProcessor(exporter, schedule_delay_millis=schedule_delay_millis)
     )

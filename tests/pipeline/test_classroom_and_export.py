@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from collector.catalog import load_catalog
 from collector.export import ScrubbingSpanExporter, instrument
 from collector.pipeline import Pipeline
 from collector.sink import StoreBatch, StoreSink
@@ -250,6 +251,39 @@ def test_instrument_writes_to_a_local_store(tmp_path: Path) -> None:
             .fetchone()
         )
     assert row == ("billing-agent", "3.0.0", "staging", "get_invoice", "ok")
+
+
+def test_instrument_stores_the_codes_of_a_user_catalog(tmp_path: Path) -> None:
+    """instrument(catalog=...) stores a user code as itself; without it, as unknown."""
+    catalog = load_catalog(
+        user_texts=[
+            (
+                "user.toml",
+                '[codes.quota_exceeded]\nmeaning = "The monthly quota is used up."\n'
+                'retry_by = "nobody"\nmax_tries = 1\nscope = "trace"\non_cap = "stop"\n'
+                'hint = "Say when it resets."\ncolor = "#123456"\n',
+            )
+        ]
+    )
+    stored = []
+    for name, user_catalog in (("with", catalog), ("without", None)):
+        path = tmp_path / f"{name}.duckdb"
+        provider = instrument("svc", store=str(path), catalog=user_catalog, set_global=False)
+        with provider.get_tracer("app").start_as_current_span(
+            "execute_tool charge",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "charge",
+                "errscope.code": "quota_exceeded",
+            },
+        ):
+            pass
+        provider.shutdown()
+        with DuckDBStore(path, read_only=True) as store:
+            stored.append(
+                store.cursor().execute("SELECT code, raw_code FROM tool_calls").fetchone()
+            )
+    assert stored == [("quota_exceeded", None), ("unknown", "quota_exceeded")]
 
 
 def test_instrument_sends_to_an_otlp_endpoint() -> None:
