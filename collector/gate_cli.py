@@ -73,13 +73,13 @@ def _duration(text: str, flag: str) -> timedelta:
         raise click.BadParameter(str(exc), param_hint=flag) from None
 
 
-def _as_of(text: str | None) -> datetime | None:
+def _as_of(text: str | None, flag: str = "--as-of") -> datetime | None:
     if text is None:
         return None
     try:
         return parse_time(text).astimezone(UTC)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--as-of") from None
+        raise click.BadParameter(str(exc), param_hint=flag) from None
 
 
 def _codes(text: str, catalogs: Sequence[Path] = ()) -> tuple[str, ...]:
@@ -116,7 +116,17 @@ def _source_options(func: Callable[P, R]) -> Callable[P, R]:
                 "--api", help="A running sidecar's query API, e.g. http://127.0.0.1:4320."
             ),
             click.option("--token", envvar="ERRSCOPE_TOKEN", help="Bearer token for --api."),
-            click.option("--as-of", "as_of", help="Evaluate as if this were now (ISO 8601)."),
+            click.option(
+                "--as-of",
+                "as_of",
+                help="Evaluate as if this were now (ISO 8601, or a duration ago such as 2h).",
+            ),
+            click.option(
+                "--known-by",
+                "known_by",
+                help="Count only rows received by then (default: --as-of, a faithful replay); "
+                "`now` for back-filled or imported data.",
+            ),
         ]
     ):
         func = option(func)
@@ -165,6 +175,7 @@ def check(
     api: str | None,
     token: str | None,
     as_of: str | None,
+    known_by: str | None,
 ) -> None:
     """Gate a rollout: exit 0 healthy, 1 regression, 3 insufficient data, 2 usage error.
 
@@ -177,13 +188,14 @@ def check(
         raise click.BadParameter("must be positive", param_hint="--interval")
     config = with_codes(DEFAULT_CONFIG, _codes(codes, catalogs))
     start = _as_of(as_of)
+    known = _as_of(known_by, "--known-by")
     source = _source(db, api, token)
     replay = start is not None
     now = start or datetime.now(UTC)
     deadline = now + wait_td
     while True:
         report: DeployReport = detect_deploy(
-            source, service, version, environment, as_of=now, config=config
+            source, service, version, environment, as_of=now, known_by=known, config=config
         )
         if report.verdict is not Verdict.INSUFFICIENT_DATA or now + step > deadline:
             break
@@ -234,12 +246,18 @@ def findings(
     api: str | None,
     token: str | None,
     as_of: str | None,
+    known_by: str | None,
 ) -> None:
     """List current findings: deploy regressions, new signatures, spikes, loop misuse."""
     config = with_codes(DEFAULT_CONFIG, _codes(codes, catalogs))
     source = _source(db, api, token)
     found = detect_all(
-        source, as_of=_as_of(as_of), service=service, environment=environment, config=config
+        source,
+        as_of=_as_of(as_of),
+        known_by=_as_of(known_by, "--known-by"),
+        service=service,
+        environment=environment,
+        config=config,
     )
     if as_json:
         click.echo(findings_json(found))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +278,29 @@ def test_the_reason_names_the_tool_not_the_pool_behind_it(tmp_path: Path) -> Non
     assert body["verdict"] == "regression", body
     assert body["reason"].startswith("regression: get_job/invalid_args x")
     assert "*/" not in body["reason"]
+
+
+def test_known_by_now_reads_back_filled_rows_at_an_earlier_as_of(tmp_path: Path) -> None:
+    """Rows received today for yesterday's times (a back-fill, an import) are invisible to a
+    faithful as-of replay; --known-by now counts them, and the regression is found."""
+    scenario = Scenario(rates_new={"get_job": 0.09})
+    today = datetime.now(UTC)
+    path = tmp_path / "errscope.duckdb"
+    with DuckDBStore(path) as store:
+        store.append_tool_calls([replace(c, received_at=today) for c in scenario.calls()])
+        store.add_deploys(
+            [
+                Deploy("billing-agent", "1.0", DEPLOY_TS - timedelta(days=1), "prod"),
+                Deploy("billing-agent", "2.0", DEPLOY_TS, "prod"),
+            ]
+        )
+    base = ["--service", "billing-agent", "--version", "2.0", "--environment", "prod"]
+    base += ["--db", str(path), "--as-of", _as_of(20)]
+    replay = CliRunner().invoke(check, base)
+    assert replay.exit_code == 3, replay.output
+    known = CliRunner().invoke(check, [*base, "--known-by", "now"])
+    assert known.exit_code == 1, known.output
+    listed = CliRunner().invoke(findings, [*base[6:], "--known-by", "now", "--json"])
+    assert listed.exit_code == 0, listed.output
+    kinds = {f["kind"] for f in orjson.loads(listed.output)["findings"]}
+    assert "deploy_regression" in kinds
