@@ -71,8 +71,8 @@ T = TypeVar("T")
 
 _MIGRATION_RE: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
 _LOCKED_HINT: Final = (
-    "the file is in use by a running sidecar; read through its query API instead "
-    "(--api http://127.0.0.1:4320), or query a copy of the file"
+    "another process (a running sidecar) holds the file: read through that sidecar's query "
+    "API (--api URL, 127.0.0.1:4320 by default) or a copy of the file; to write, stop it"
 )
 
 # Which timestamp column retention looks at, per table.
