@@ -176,7 +176,7 @@ def test_query_on_file_held_by_sidecar(db: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("error[locked]")
-    assert "in use by a running sidecar" in lines[0]
+    assert "holds the file" in lines[0]
     assert "--api" in lines[0]
 
 
