@@ -11,9 +11,9 @@ message: it branches on `"error" in observation` and on the budget's decision.
 
 `errscope demo` can reuse this module: `make_tools(tracer_provider=...)` builds the tools
 on any provider, `run_conversation(...)` runs one script, and `SCRIPTS` holds the scripted
-conversations (one per behaviour the dashboard shows).  Tracing: `setup_tracing()` is the
-one place to switch to errscope's in-process `instrument()` once `collector.instrument`
-exists; until then it builds a plain SDK TracerProvider with an in-memory exporter.
+conversations (one per behaviour the dashboard shows).  Tracing: `setup_tracing()` builds
+a plain SDK TracerProvider with an in-memory exporter, so `--spans` can print what the tools
+recorded; a real service calls `collector.export.instrument(...)` instead (README).
 """
 
 from __future__ import annotations
@@ -169,8 +169,8 @@ def run_conversation(
 def setup_tracing() -> tuple[TracerProvider, InMemorySpanExporter]:
     """A tracer provider for the demo.
 
-    Switch point: once `collector.instrument` lands, build the provider with errscope's
-    `instrument()` here so the spans go through the in-process exporter instead.
+    In-memory, so the example can print its spans; a service would use
+    `collector.export.instrument()`, which scrubs and sends them to the sidecar.
     """
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
