@@ -11,7 +11,9 @@ from __future__ import annotations
 import csv
 import io
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from functools import wraps
@@ -34,6 +36,24 @@ __all__ = ["main"]
 EXIT_USAGE: Final = 2
 EXIT_INTERNAL: Final = 70
 EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as shells report it
+EXIT_TERMINATED: Final = 143  # 128 + SIGTERM
+
+
+class Terminated(Exception):  # noqa: N818 - it names the signal, not a failure
+    """SIGTERM arrived (a CI job cancelled): stop like Ctrl-C, with no verdict."""
+
+
+def raise_on_sigterm() -> None:
+    """Turn SIGTERM into `Terminated` in the main thread, so a waiting command says why."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def _raise(_signum: int, _frame: object) -> None:
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, _raise)
+
+
 _LOG_WIDTH: Final = 240  # columns of a table printed into a log rather than a terminal
 
 P = ParamSpec("P")
@@ -60,6 +80,9 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
             # Not click's "Aborted!" and exit 1, which `check` uses for "regression".
             _stderr("error[interrupted] stopped by the user; no verdict")
             sys.exit(EXIT_INTERRUPTED)
+        except Terminated:
+            _stderr("error[interrupted] terminated (SIGTERM); no verdict")
+            sys.exit(EXIT_TERMINATED)
         except Exception as exc:
             if os.environ.get("ERRSCOPE_DEBUG") == "1":
                 raise

@@ -182,6 +182,9 @@ def check(
     Waits until a verdict is reached (healthy or regression) or --wait ends.  With
     --as-of the wait is replayed from that time on, without sleeping.
     """
+    from collector.cli import raise_on_sigterm  # noqa: PLC0415 - collector.cli imports us
+
+    raise_on_sigterm()  # a cancelled pipeline job gets a line, not a silent 143
     wait_td = _duration(wait, "--wait")
     step = _duration(interval, "--interval")
     if step <= timedelta(0):

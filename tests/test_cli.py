@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -319,9 +320,10 @@ def test_an_integer_out_of_range_is_named(db: Path, param: str, message: str) ->
     )
 
 
-def test_interrupting_check_is_not_a_regression(db: Path) -> None:
-    """Ctrl-C during `check --wait` exits 130 (interrupted), never 1 (regression)."""
-    import signal
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupting_check_is_not_a_regression(db: Path, signum: int, code: int) -> None:
+    """Ctrl-C or SIGTERM (a cancelled CI job) during `check --wait` exits 130 / 143 with a
+    line saying so, never 1 (regression)."""
     import time
 
     process = subprocess.Popen(
@@ -344,9 +346,9 @@ def test_interrupting_check_is_not_a_regression(db: Path) -> None:
         text=True,
     )
     time.sleep(4)  # past start-up, into the wait
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     _, stderr = process.communicate(timeout=30)
-    assert process.returncode == 130, stderr
+    assert process.returncode == code, stderr
     assert "error[interrupted]" in stderr
 
 
