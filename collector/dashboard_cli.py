@@ -65,6 +65,26 @@ def free_port(host: str = _ADDRESS) -> int:
         return port
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a port another process holds before Streamlit starts (it would print the URL,
+    then fail on its own with exit 1)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # Streamlit reports a bad host itself
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot listen on {host}:{port} ({exc.strerror}); pick another, or 0 for a "
+                "free one",
+                param_hint="--port",
+            ) from None
+
+
 def streamlit_command(port: int, host: str = _ADDRESS) -> list[str]:
     """The child's argv: the app on `host`:`port`, headless, no telemetry, no reloader."""
     return [
@@ -180,6 +200,8 @@ def dashboard(
         # The dashboard has no login of its own: off loopback it must at least sit on a
         # token-protected sidecar, and behind an authenticating proxy (docs/dashboard.md).
         raise click.UsageError("--host other than loopback needs --token (or ERRSCOPE_TOKEN)")
+    if port:
+        check_port_free(host, port)
     port = port or free_port(host if _is_loopback(host) else "0.0.0.0")  # noqa: S104
     env = child_environment(
         dict(os.environ), api=api, token=token, db=db, as_of=as_of, refresh_s=refresh_s

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,21 @@ def test_bad_flags_exit_2_before_streamlit_starts(
     result = CliRunner().invoke(dashboard, args)
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_a_port_in_use_is_a_usage_error_before_streamlit_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A taken --port exits 2 naming the flag, not after printing a URL that never works."""
+    monkeypatch.setattr(dashboard_cli.subprocess, "Popen", _no_child)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(dashboard, ["--api", "http://127.0.0.1:1", "--port", str(port)])
+    assert result.exit_code == 2, result.output
+    assert "--port" in result.output
+    assert "http://" not in result.output.replace("http://127.0.0.1:1", "")
 
 
 def _no_child(*_: object, **__: object) -> None:
