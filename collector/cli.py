@@ -92,6 +92,28 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def describe_usage_error(exc: click.UsageError) -> str:
+    """One line for a bad command line: a stable code, the flag, what is wrong, a hint."""
+    command = exc.ctx.command_path if exc.ctx is not None else "errscope"
+    hint = f"`{command} --help` lists the flags"
+    if isinstance(exc, click.MissingParameter) and exc.param is not None:
+        flag = (exc.param.opts or [exc.param.name or "?"])[0]
+        return f"error[missing_flag] {flag}: required — {hint}"
+    if isinstance(exc, click.NoSuchOption):
+        known = ", ".join(sorted(exc.possibilities or ()))
+        near = f" (did you mean {known}?)" if known else ""
+        return f"error[unknown_flag] {exc.option_name}: no such flag{near} — {hint}"
+    if isinstance(exc, click.BadParameter):
+        named: str | None = exc.param_hint if isinstance(exc.param_hint, str) else None
+        if named is None and exc.param is not None:
+            named = (exc.param.opts or [exc.param.name or "?"])[0]
+        flag = (named or "?").strip("'\"")
+        return f"error[bad_flag] {flag}: {exc.message} — {hint}"
+    if exc.ctx is not None and isinstance(exc.ctx.command, click.Group):
+        return f"error[unknown_command] {exc.message} — `{command} --help` lists the commands"
+    return f"error[usage] {exc.message} — {hint}"
+
+
 class LazyGroup(click.Group):
     """A group whose stage commands are imported only when invoked (or listed for --help).
 
@@ -104,6 +126,29 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         """Every command, eager and lazy, sorted."""
         return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the CLI; a usage error is one `error[code] flag: message — hint` line, exit 2.
+
+        The same shape as every other errscope error, so scripts can match the code; click's
+        own three-line "Usage: … Error: Invalid value" has none.
+        """
+        if kwargs.get("standalone_mode", True) is False:
+            return super().main(*args, **kwargs)
+        try:
+            return super().main(*args, **{**kwargs, "standalone_mode": False})
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            _stderr("error[interrupted] stopped by the user")
+            sys.exit(EXIT_INTERRUPTED)
+        except click.UsageError as exc:
+            no_args = getattr(click.exceptions, "NoArgsIsHelpError", ())
+            _stderr(exc.format_message() if isinstance(exc, no_args) else describe_usage_error(exc))
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            _stderr(f"error[failed] {exc.format_message()}")
+            sys.exit(exc.exit_code)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """Import a lazy command's module on first use."""

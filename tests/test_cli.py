@@ -371,3 +371,31 @@ def test_a_table_in_a_log_is_not_folded(db: Path) -> None:
     row = next(line for line in lines if "invalid_args" in line)
     assert "billing-agent" in row
     assert row.count("2026-11-30") == 2  # first and last seen, unfolded
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        pytest.param(
+            ["check", "--service", "s", "--version", "1", "--db", "x", "--wait", "5x"],
+            "error[bad_flag] --wait: not a duration",
+            id="bad-value",
+        ),
+        pytest.param(["check", "--service", "s"], "error[missing_flag] --version:", id="missing"),
+        pytest.param(["check", "--bogus"], "error[unknown_flag] --bogus:", id="unknown-flag"),
+        pytest.param(["nosuchcmd"], "error[unknown_command] No such command", id="unknown-cmd"),
+        pytest.param(
+            ["check", "--service", "s", "--version", "1"],
+            "error[usage] give exactly one of --db PATH or --api URL",
+            id="usage",
+        ),
+    ],
+)
+def test_a_bad_command_line_is_one_coded_line(args: list[str], line: str) -> None:
+    """Flag mistakes read like every other errscope error: one `error[code]` line, exit 2,
+    a hint naming where the flags are listed (not click's three-line Usage block)."""
+    result = run(args)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(line), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "--help` lists the" in result.stderr
