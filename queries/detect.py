@@ -1170,9 +1170,9 @@ def _deploy_findings(
                     correlation_ids=_ids_for(ids, t.tool, t.code, t.field, config.first_ids),
                     summary=(
                         f"{t.code} on {tool or 'all tools'}"
-                        + (f" field {t.field}" if t.field else "")
+                        + (f" (most of the excess on field {t.field})" if t.field else "")
                         + f": {_pct(t.errors_old, t.calls_old)} -> "
-                        f"{_pct(t.errors_new, t.calls_new)} of calls, x{_fmt(t.ratio)} "
+                        f"{_pct(t.errors_new, t.calls_new)} of its calls, x{_fmt(t.ratio)} "
                         f"({int(t.units_new)} traces), q={t.p_adjusted:.2g}"
                     ),
                     service=deploy.service,
