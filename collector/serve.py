@@ -8,19 +8,33 @@ Promises:
 - admission is bounded in bytes: over the bound, clients get the retryable overload answer
   (HTTP 503 + `Retry-After: 1`, gRPC UNAVAILABLE + RetryInfo 1 s), never a silent drop and
   never RESOURCE_EXHAUSTED without RetryInfo;
-- bodies are limited after decompression (413); undecodable bodies get 400/INVALID_ARGUMENT;
-  spans without valid ids are reported in `partial_success`;
+- HTTP admission counts bytes as they arrive, not the Content-Length a client promises, and
+  gRPC refuses (UNAVAILABLE + RetryInfo) a call the thread pool cannot take soon before its
+  message is read, so slow or numerous clients cannot hold the budget or pile up memory;
+- bodies come with Content-Length or chunked (as Node's exporter sends them); framing a
+  proxy could read differently gets 400 and a close (RFC 9112 §6); bodies are limited as
+  they arrive and again after decompression (413); undecodable bodies get
+  400/INVALID_ARGUMENT, a content coding not read 415; spans without valid ids are
+  reported in `partial_success`;
+- a request's headers must arrive within `HEAD_DEADLINE_S` and its body within
+  `BODY_DEADLINE_S`; other methods on a served path get 405 with `Allow`;
 - every listener binds loopback unless told otherwise, and a non-loopback bind needs a token
-  (or `--insecure`); with a token, ingest and API need `Authorization: Bearer <token>`;
-- logs carry codes, counts and correlation ids, never payload contents;
-- SIGTERM/SIGINT stop the listeners, drain the queue, commit, and exit 0.
+  (or `--insecure`); with a token, ingest and API need `Authorization: Bearer <token>`
+  (the scheme in any case);
+- logs carry codes, counts and correlation ids, never payload contents nor tracebacks;
+- SIGTERM/SIGINT stop the listeners, answer the requests already read, close connections
+  that have not sent a whole request within `DRAIN_GRACE_S`, drain the queue, commit, and
+  exit 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import enum
 import hmac
 import importlib.abc
+import io
 import ipaddress
 import json
 import logging
@@ -31,13 +45,13 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Final
+from typing import Any, Final, cast
 from urllib.parse import parse_qsl, urlsplit
 
 import grpc
@@ -62,6 +76,7 @@ from collector.otlp import (
     BodyTooLargeError,
     Decoded,
     OtlpDecodeError,
+    UnsupportedEncodingError,
     decode_json,
     decode_protobuf,
     encode_response,
@@ -96,9 +111,16 @@ GRPC_WORKERS: Final = 32
 # GIL but for short native calls (RE2, Hyperscan), and a second thread grabbing the GIL
 # at each of them left both waiting for it: 4,300 spans/s with two, 6,500 with one.
 PROCESSING_SLOTS: Final = 1
+# Distinct (service, tool, code) series in /metrics; the names are the clients' own, and
+# 20,000 tool names made 20,000 series.  Beyond this, new ones count under OTHER_LABEL.
+MAX_TOOL_CALL_SERIES: Final = 2000
+OTHER_LABEL: Final = "other"
 _GRPC_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
+_EXPORT_METHOD: Final = f"/{_GRPC_SERVICE}/Export"
+# gRPC exports waiting for one of the GRPC_WORKERS threads before new ones are refused
+# (UNAVAILABLE + RetryInfo, see _ExportRouter): each holds its message in the transport.
+GRPC_MAX_WAITING: Final = 4
 _PROTOBUF: Final = "application/x-protobuf"
-_DRAIN_CHUNK_BYTES: Final = 64 * 1024
 _JSON: Final = "application/json"
 _LOG_FIELDS: Final = (
     "code",
@@ -246,10 +268,24 @@ class Metrics:
     rejected: Counter[str] = field(default_factory=Counter)
     redactions: Counter[str] = field(default_factory=Counter)
     tool_calls: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    tool_call_series_overflow: int = 0  # calls counted under OTHER_LABEL (`count_tool_call`)
     commit_seconds_sum: float = 0.0
     commit_count: int = 0
     tracebacks_kept: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count_tool_call(self, service: str, tool: str, code: str) -> None:
+        """Count one stored call; hold the lock.
+
+        Service and tool names come from clients: past `MAX_TOOL_CALL_SERIES` series a new
+        (service, tool) is counted as (`OTHER_LABEL`, `OTHER_LABEL`, code), and the call in
+        `tool_call_series_overflow`, so /metrics stays bounded (codes are a closed set).
+        """
+        key = (service, tool, code)
+        if key not in self.tool_calls and len(self.tool_calls) >= MAX_TOOL_CALL_SERIES:
+            key = (OTHER_LABEL, OTHER_LABEL, code)
+            self.tool_call_series_overflow += 1
+        self.tool_calls[key] += 1
 
     def render(self, extra: Mapping[str, float]) -> str:
         """The exposition text."""
@@ -278,6 +314,8 @@ class Metrics:
             for (s, t, c), n in self.tool_calls.items()
         ]
         lines += [
+            "# TYPE errscope_tool_call_series_overflow_total counter",
+            f"errscope_tool_call_series_overflow_total {self.tool_call_series_overflow}",
             "# TYPE errscope_commit_seconds summary",
             f"errscope_commit_seconds_sum {self.commit_seconds_sum:.6f}",
             f"errscope_commit_seconds_count {self.commit_count}",
@@ -326,7 +364,7 @@ class Sidecar:
         self._inflight_lock = threading.Lock()
         self._processing = threading.BoundedSemaphore(PROCESSING_SLOTS)
         self.draining = threading.Event()  # set by stop(): answers close their connections
-        self._http: list[ThreadingHTTPServer] = []
+        self._http: list[_Server] = []
         self._grpc: grpc.Server | None = None
         self._threads: list[threading.Thread] = []
         self.addresses: dict[str, str] = {}
@@ -409,7 +447,7 @@ class Sidecar:
             for (_, _, _, rule), n in batch.redactions.items():
                 self.metrics.redactions[rule] += n
             for call in batch.calls:
-                self.metrics.tool_calls[(call.service, call.tool, call.code)] += 1
+                self.metrics.count_tool_call(call.service, call.tool, call.code)
         if self.forwarder is not None and forward:
             self.forwarder.put(forward)
 
@@ -420,9 +458,11 @@ class Sidecar:
         token = self.config.token
         if not token:
             return True
-        if not header or not header.startswith("Bearer "):
+        # The scheme is case-insensitive (RFC 9110 §11.1): SDKs send `bearer` as well.
+        scheme, _, credentials = (header or "").strip().partition(" ")
+        if scheme.lower() != "bearer":
             return False
-        return hmac.compare_digest(header.removeprefix("Bearer ").strip().encode(), token.encode())
+        return hmac.compare_digest(credentials.strip().encode(), token.encode())
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -430,8 +470,11 @@ class Sidecar:
         """Bind every listener and start serving; return the bound addresses."""
         if self.config.otlp_grpc:
             host, port = parse_address(self.config.otlp_grpc, "otlp-grpc")
+            executor = _CountingExecutor(
+                max_workers=GRPC_WORKERS, thread_name_prefix="errscope-grpc"
+            )
             server = grpc.server(
-                ThreadPoolExecutor(max_workers=GRPC_WORKERS, thread_name_prefix="errscope-grpc"),
+                executor,
                 options=[
                     ("grpc.max_receive_message_length", self.config.max_body_bytes),
                     ("grpc.max_send_message_length", 4 * 1024 * 1024),
@@ -443,10 +486,7 @@ class Sidecar:
             # Bytes in, bytes out: the body is admitted by its size before it is parsed, and
             # parsed by the same decoder as OTLP/HTTP, so garbage gets INVALID_ARGUMENT (a
             # generated servicer would parse first and answer INTERNAL).
-            export = grpc.unary_unary_rpc_method_handler(_TraceService(self).Export)
-            server.add_generic_rpc_handlers(
-                (grpc.method_handlers_generic_handler(_GRPC_SERVICE, {"Export": export}),)
-            )
+            server.add_generic_rpc_handlers((_ExportRouter(_TraceService(self), executor),))
             _check_free(host, port, "otlp-grpc")
             try:
                 bound = server.add_insecure_port(join_address(host, port))
@@ -490,6 +530,7 @@ class Sidecar:
         self.draining.set()
         for httpd in self._http:
             httpd.shutdown()
+            httpd.start_drain()  # connections without a whole request close after a grace
         if self._grpc is not None:
             self._grpc.stop(grace=5).wait(6)
         for httpd in self._http:
@@ -582,25 +623,241 @@ class _TraceService:
         return encode_response(result.rejected, message, as_json=False)
 
 
+class _CountingExecutor(ThreadPoolExecutor):
+    """A thread pool that knows how many submitted calls wait for a thread."""
+
+    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
+        super().__init__(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
+        self.waiting = 0
+        self._waiting_lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        """Submit `fn`, counted as waiting until a thread starts it (or it is cancelled)."""
+        with self._waiting_lock:
+            self.waiting += 1
+        started = threading.Event()
+
+        def run() -> Any:
+            started.set()
+            self._done_waiting()
+            return fn(*args, **kwargs)
+
+        def cancelled(future: Future[Any]) -> None:
+            if future.cancelled() and not started.is_set():
+                self._done_waiting()
+
+        future = super().submit(run)
+        future.add_done_callback(cancelled)
+        return future
+
+    def _done_waiting(self) -> None:
+        with self._waiting_lock:
+            self.waiting -= 1
+
+
+class _ExportRouter(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc is untyped
+    """Routes `Export`, refusing a call before its message is read when the pool is full.
+
+    gRPC reads a unary request on the pool thread that runs it, but the transport buffers
+    each waiting call's message meanwhile: 400 concurrent 4 MiB exports waiting for 32
+    threads took RSS from 157 to 967 MiB, before admission (inside `Export`) could refuse
+    any; with this refusal the same burst peaked at 432 MiB.  `service` runs on gRPC's own
+    thread as each call arrives.  Past `GRPC_MAX_WAITING` waiting calls the answer is
+    UNAVAILABLE with RetryInfo, from a handler that never reads the request, on a pool of
+    its own so it is not queued behind the exports; gRPC's `maximum_concurrent_rpcs` would
+    answer RESOURCE_EXHAUSTED without RetryInfo, which OTLP clients must not retry.
+    """
+
+    def __init__(self, service: _TraceService, executor: _CountingExecutor) -> None:
+        self._executor = executor
+        self._export = grpc.unary_unary_rpc_method_handler(service.Export)
+
+        def refuse(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
+            service.sidecar._count_refusal("overloaded")
+            return _refuse_overloaded(requests, context)
+
+        # gRPC runs a behaviour on the pool this (experimental) attribute names, if any.
+        refuse.experimental_thread_pool = ThreadPoolExecutor(  # type: ignore[attr-defined]
+            max_workers=1, thread_name_prefix="errscope-grpc-refuse"
+        )
+        self._refuse = grpc.stream_unary_rpc_method_handler(refuse)
+
+    def service(
+        self, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
+        """The Export handler, or the refusal when too many calls wait; None for others."""
+        if handler_call_details.method != _EXPORT_METHOD:
+            return None
+        if self._executor.waiting >= GRPC_MAX_WAITING:
+            return self._refuse
+        return self._export
+
+
+def _refuse_overloaded(_requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
+    """UNAVAILABLE + RetryInfo, without reading the request."""
+    context.set_trailing_metadata(_retry_info_metadata())
+    context.abort(grpc.StatusCode.UNAVAILABLE, "overloaded, retry shortly")
+    return b""  # not reached: abort raises
+
+
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
 # ------------------------------------------------------------------ HTTP
 
+# Body framing and deadlines.  A client that declares a body and sends it a byte at a
+# time must not hold a thread, a connection or admission budget for longer than this.
+BODY_DEADLINE_S: Final = 30.0
+# From the end of one request (or the connection's start) to the end of the next one's
+# headers; an idle keep-alive connection is closed sooner, after `_Handler.timeout`.
+HEAD_DEADLINE_S: Final = 10.0
+# On SIGTERM, how long a connection that has not yet sent a whole request may go on
+# sending it before it is closed; requests already read are answered whatever this is.
+DRAIN_GRACE_S: Final = 2.0
+# A burst of 300 exporters connecting at once overflowed the default backlog of 5 (96
+# resets); the kernel caps this at net.core.somaxconn.
+LISTEN_BACKLOG: Final = 1024
+# Connections one listener serves at once, a thread each; one more is answered 503 +
+# Retry-After and closed at once, so a flood of idle or slow clients cannot exhaust
+# threads or memory (each is also bounded in time by the deadlines above).
+MAX_HTTP_CONNECTIONS: Final = 512
+_TOO_MANY_CONNECTIONS_BODY: Final = (
+    b'{"error":"overloaded","message":"too many connections, retry shortly"}'
+)
+_TOO_MANY_CONNECTIONS: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Retry-After: %d\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+    % (RETRY_AFTER_S, len(_TOO_MANY_CONNECTIONS_BODY))
+) + _TOO_MANY_CONNECTIONS_BODY
+_REAP_INTERVAL_S: Final = 0.5
+_READ_CHUNK_BYTES: Final = 256 * 1024
+_MAX_CHUNK_LINE_BYTES: Final = 4096  # a chunk-size line or a trailer line
+_MAX_TRAILER_LINES: Final = 64
+_CHUNKED: Final = -1  # `_Handler._framing`: the body is chunked (RFC 9112 §7.1)
+_MAX_DEPLOY_BYTES: Final = 64 * 1024
+
+
+class _Phase(enum.Enum):
+    """Where a connection is in its current request (see `_Server`)."""
+
+    HEAD = "head"  # waiting for, or reading, a request line and headers
+    BODY = "body"  # headers read, body not yet read in full
+    BUSY = "busy"  # the whole request read: it is being answered
+    CLOSED = "closed"  # closed by the reaper; its handler stops at its next step
+
+
+class _FramingError(Exception):
+    """A request whose body cannot be read as framed: answered with `status`, then closed."""
+
+    def __init__(self, status: HTTPStatus, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message = status, kind, message
+
+
+class _ClientGone(Exception):  # noqa: N818 - not an error of ours: the peer went away
+    """The client closed its connection before its request was whole."""
+
 
 class _Server(ThreadingHTTPServer):
+    """A thread per connection, with deadlines a slow client cannot stretch.
+
+    Every connection's phase is tracked; a reaper thread closes (shutdown, which wakes a
+    handler blocked in recv) those whose headers took longer than `HEAD_DEADLINE_S` and,
+    once draining, those that have not sent a whole request `DRAIN_GRACE_S` after it
+    began.  `server_close` then joins only handlers that are answering a request.
+    """
+
     daemon_threads = False
     block_on_close = True
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(
         self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], sidecar: Sidecar
     ) -> None:
         self.sidecar = sidecar
         if ":" in address[0]:
-            self.address_family = __import__("socket").AF_INET6
+            self.address_family = socket.AF_INET6
+        self._phases: dict[socket.socket, tuple[_Phase, float]] = {}
+        self._phases_lock = threading.Lock()
+        self._drain_started: float | None = None
+        self._reaper_stop = threading.Event()
         super().__init__(address, handler)
+        self._reaper = threading.Thread(target=self._reap, name="errscope-http-reaper", daemon=True)
+        self._reaper.start()
+
+    def enter(self, conn: socket.socket, phase: _Phase) -> bool:
+        """Record that `conn` entered `phase`; False if the reaper has closed it."""
+        with self._phases_lock:
+            current = self._phases.get(conn)
+            if current is not None and current[0] is _Phase.CLOSED:
+                return False
+            self._phases[conn] = (phase, time.monotonic())
+            return True
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve a new connection on a thread of its own, or refuse it when at the cap."""
+        with self._phases_lock:
+            full = len(self._phases) >= MAX_HTTP_CONNECTIONS
+            if not full:
+                self._phases[request] = (_Phase.HEAD, time.monotonic())
+        if not full:
+            super().process_request(request, client_address)
+            return
+        with contextlib.suppress(OSError):
+            request.setblocking(False)  # a fresh socket's send buffer takes this whole
+            request.send(_TOO_MANY_CONNECTIONS)
+        self.shutdown_request(request)
+        with self.sidecar.metrics.lock:
+            self.sidecar.metrics.rejected["too_many_connections"] += 1
+
+    def start_drain(self) -> None:
+        """Begin the drain's grace period for connections without a whole request."""
+        self._drain_started = time.monotonic()
+
+    def shutdown_request(self, request: Any) -> None:
+        """Forget the connection, then close it."""
+        with self._phases_lock:
+            self._phases.pop(request, None)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        """Close the listener, join the handlers still answering, stop the reaper."""
+        super().server_close()
+        self._reaper_stop.set()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log line with the error class; never socketserver's traceback on stderr."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            log.info(
+                "client connection lost",
+                extra={"code": "client_disconnected", "error_class": type(exc).__name__},
+            )
+            return
+        log.error(
+            "HTTP handler failed", extra={"code": "internal", "error_class": type(exc).__name__}
+        )
+
+    def _reap(self) -> None:
+        while not self._reaper_stop.wait(_REAP_INTERVAL_S):
+            now = time.monotonic()
+            drain_over = (
+                self._drain_started is not None and now - self._drain_started > DRAIN_GRACE_S
+            )
+            overdue: list[socket.socket] = []
+            with self._phases_lock:
+                for conn, (phase, since) in self._phases.items():
+                    if (phase is _Phase.HEAD and now - since > HEAD_DEADLINE_S) or (
+                        drain_over and phase in (_Phase.HEAD, _Phase.BODY)
+                    ):
+                        overdue.append(conn)
+                for conn in overdue:
+                    self._phases[conn] = (_Phase.CLOSED, now)
+            for conn in overdue:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -611,9 +868,28 @@ class _Handler(BaseHTTPRequestHandler):
     # An idle keep-alive connection is closed after this long.  Without it a client that
     # holds its connection open (every OTLP exporter does) would block shutdown forever.
     timeout = 5
+    # Path -> the methods it answers; another method gets 405 with `Allow`.
+    allowed: Mapping[str, tuple[str, ...]] = {}
 
     def log_message(self, format: str, *args: Any) -> None:
         """Access logs are off: paths may carry query values."""
+
+    def handle_one_request(self) -> None:
+        """One request, its head and body timed by the server's reaper."""
+        if not self.server.enter(self.connection, _Phase.HEAD):
+            self.close_connection = True
+            return
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        """Parse the head; a request without a body is whole once its head is read."""
+        if not super().parse_request():
+            return False
+        has_body = "Content-Length" in self.headers or "Transfer-Encoding" in self.headers
+        if not self.server.enter(self.connection, _Phase.BODY if has_body else _Phase.BUSY):
+            self.close_connection = True
+            return False
+        return True
 
     def _send(
         self, status: int, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
@@ -628,17 +904,33 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
-    def _error(self, status: HTTPStatus, kind: str, message: str, **extra: Any) -> None:
+    def _error(
+        self,
+        status: HTTPStatus,
+        kind: str,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
         body = orjson.dumps({"error": kind, "message": message, **extra})
-        headers = (
-            {"Retry-After": str(RETRY_AFTER_S)} if status == HTTPStatus.SERVICE_UNAVAILABLE else {}
-        )
-        if status in (HTTPStatus.REQUEST_ENTITY_TOO_LARGE, HTTPStatus.UNAUTHORIZED):
+        headers = dict(headers or {})
+        if status == HTTPStatus.SERVICE_UNAVAILABLE:
+            headers["Retry-After"] = str(RETRY_AFTER_S)
+        if self.close_connection or status in (
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            HTTPStatus.UNAUTHORIZED,
+        ):
             headers["Connection"] = "close"
             self.close_connection = True
         self._send(status, body, _JSON, headers)
+
+    def _refuse_framing(self, exc: _FramingError) -> None:
+        """Answer a request whose body cannot be trusted, and close: where it ends is unknown."""
+        self.close_connection = True
+        self._error(exc.status, exc.kind, exc.message)
 
     def _authorised(self) -> bool:
         if self.server.sidecar.authorised(self.headers.get("Authorization")):
@@ -646,31 +938,205 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(HTTPStatus.UNAUTHORIZED, "unauthorized", "missing or wrong bearer token")
         return False
 
-    def _drain(self, length: int | None = None) -> None:
-        """Read and drop a body we will not use, in small chunks (a refused request must not
-        cost its size in memory); a body we cannot measure or will not read closes the
+    def _framing(self) -> int | None:
+        """The body's length, `_CHUNKED`, or None when the request declares no body.
+
+        RFC 9112 §6: Transfer-Encoding with Content-Length, a transfer coding other than
+        chunked, and a Content-Length that is not one decimal number (duplicates that
+        disagree, `-5`, `1e3`, `²`, which `str.isdigit` accepts) raise `_FramingError`.
+        """
+        codings = self.headers.get_all("Transfer-Encoding") or []
+        lengths = self.headers.get_all("Content-Length") or []
+        if codings:
+            if lengths:
+                raise _FramingError(
+                    HTTPStatus.BAD_REQUEST,
+                    "bad_framing",
+                    "Transfer-Encoding and Content-Length together",
+                )
+            names = [c.strip().lower() for text in codings for c in text.split(",")]
+            if names != ["chunked"]:
+                raise _FramingError(
+                    HTTPStatus.NOT_IMPLEMENTED,
+                    "unsupported_transfer_encoding",
+                    "only the chunked transfer coding is supported",
+                )
+            return _CHUNKED
+        if not lengths:
+            return None
+        values = {v.strip() for text in lengths for v in text.split(",")}
+        if len(values) != 1:
+            raise _FramingError(
+                HTTPStatus.BAD_REQUEST, "bad_framing", "conflicting Content-Length values"
+            )
+        text = values.pop()
+        if not (text.isascii() and text.isdigit()):
+            raise _FramingError(
+                HTTPStatus.BAD_REQUEST, "bad_framing", "Content-Length must be a decimal number"
+            )
+        return int(text)
+
+    def _read_body(self, framing: int, limit: int, reserve: Callable[[int], bool]) -> bytes:
+        """Read the body (see `_BodyReader`); the request is then whole, and being answered."""
+        body = _BodyReader(cast(io.BufferedReader, self.rfile), limit, reserve).read(framing)
+        if not self.server.enter(self.connection, _Phase.BUSY):
+            raise _ClientGone
+        return body
+
+    def _drain(self) -> None:
+        """Read and drop a body we will not use (a refused request must not cost its size in
+        memory, nor budget); one we cannot frame or that is over the limit closes the
         connection instead."""
-        if length is None:
-            text = self.headers.get("Content-Length") or "0"
-            length = int(text) if text.isdigit() else -1
-        if not 0 <= length <= self.server.sidecar.config.max_body_bytes:
+        try:
+            framing = self._framing()
+        except _FramingError:
             self.close_connection = True
             return
-        while length > 0:
-            chunk = self.rfile.read(min(length, _DRAIN_CHUNK_BYTES))
-            if not chunk:
-                self.close_connection = True
-                return
-            length -= len(chunk)
+        if framing is None:
+            return
+        if framing > self.server.sidecar.config.max_body_bytes:
+            self.close_connection = True
+            return
+        try:
+            self._read_body(framing, self.server.sidecar.config.max_body_bytes, _discard)
+        except (_FramingError, _ClientGone):
+            self.close_connection = True
+
+    def _not_allowed(self) -> None:
+        """405 with `Allow` for a known path, 404 for an unknown one."""
+        path = urlsplit(self.path).path
+        allowed = self.allowed.get(path) or next(
+            (m for p, m in self.allowed.items() if p.endswith("/") and path.startswith(p)), None
+        )
+        self._drain()
+        if allowed is None:
+            self._error(HTTPStatus.NOT_FOUND, "not_found", "unknown path")
+            return
+        self._error(
+            HTTPStatus.METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            f"{self.command} is not served on this path",
+            headers={"Allow": ", ".join(allowed)},
+        )
+
+    def do_PUT(self) -> None:
+        """405 or 404 (`_not_allowed`)."""
+        self._not_allowed()
+
+    def do_DELETE(self) -> None:
+        """405 or 404 (`_not_allowed`)."""
+        self._not_allowed()
+
+    def do_PATCH(self) -> None:
+        """405 or 404 (`_not_allowed`)."""
+        self._not_allowed()
+
+    def do_OPTIONS(self) -> None:
+        """405 or 404 (`_not_allowed`)."""
+        self._not_allowed()
+
+
+class _BodyReader:
+    """Reads one request body framed by length or chunks, within a size limit and a deadline.
+
+    `reserve` is called with each piece's size as it arrives (admission counts bytes
+    received, not bytes promised); a False from it ends the read with 503.  Every read is
+    one recv at most, so a client trickling bytes meets `BODY_DEADLINE_S` (408).  Raises
+    `_FramingError` (400 bad chunks, 408, 413 over the limit, 503) or `_ClientGone`.
+    """
+
+    def __init__(
+        self, rfile: io.BufferedReader, limit: int, reserve: Callable[[int], bool]
+    ) -> None:
+        self.rfile, self.limit, self.reserve = rfile, limit, reserve
+        self.deadline = time.monotonic() + BODY_DEADLINE_S
+        self.parts: list[bytes] = []
+        self.total = 0
+
+    def read(self, framing: int) -> bytes:
+        """The whole body: `framing` bytes, or chunks (RFC 9112 §7.1) when `_CHUNKED`."""
+        if framing != _CHUNKED:
+            self._take(framing)
+            return b"".join(self.parts)
+        while size := self._chunk_size():
+            self._take(size)
+            if self._line():
+                raise _bad_chunk()  # chunk data must end with CRLF
+        for _ in range(_MAX_TRAILER_LINES):  # trailer fields are read and ignored
+            if not self._line():
+                return b"".join(self.parts)
+        raise _bad_chunk()
+
+    def _chunk_size(self) -> int:
+        text = self._line().split(b";", 1)[0].strip()  # chunk extensions are ignored
+        if not 0 < len(text) <= 16 or text.strip(b"0123456789abcdefABCDEF"):
+            raise _bad_chunk()
+        return int(text, 16)
+
+    def _check_deadline(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise _FramingError(
+                HTTPStatus.REQUEST_TIMEOUT, "timeout", "the body took too long to send"
+            )
+
+    def _take(self, size: int) -> None:
+        while size > 0:
+            self._check_deadline()
+            piece = self.rfile.read1(min(size, _READ_CHUNK_BYTES))
+            if not piece:
+                raise _ClientGone
+            self.total += len(piece)
+            if self.total > self.limit:
+                raise _FramingError(
+                    HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_large", "body over the limit"
+                )
+            if not self.reserve(len(piece)):
+                raise _FramingError(
+                    HTTPStatus.SERVICE_UNAVAILABLE, "overloaded", "overloaded, retry shortly"
+                )
+            self.parts.append(piece)
+            size -= len(piece)
+
+    def _line(self) -> bytes:
+        """One line without its CRLF, read a recv at a time (`readline` would wait for it)."""
+        text = b""
+        while True:
+            self._check_deadline()
+            buffered = self.rfile.peek(1)
+            if not buffered:
+                raise _ClientGone
+            end = buffered.find(b"\n")
+            text += self.rfile.read(end + 1 if end >= 0 else len(buffered))
+            if len(text) > _MAX_CHUNK_LINE_BYTES:
+                raise _bad_chunk()
+            if end >= 0:
+                return text.rstrip(b"\r\n")
+
+
+def _bad_chunk() -> _FramingError:
+    return _FramingError(HTTPStatus.BAD_REQUEST, "bad_framing", "malformed chunked body")
+
+
+def _discard(_size: int) -> bool:
+    return True
 
 
 class _OtlpHandler(_Handler):
+    allowed: Mapping[str, tuple[str, ...]] = {"/v1/traces": ("POST",)}
+
+    def do_GET(self) -> None:
+        """405 or 404 (`_not_allowed`): exports are POSTed."""
+        self._not_allowed()
+
+    def do_HEAD(self) -> None:
+        """405 or 404 (`_not_allowed`): exports are POSTed."""
+        self._not_allowed()
+
     def do_POST(self) -> None:
-        """OTLP/HTTP export: protobuf or JSON, maybe gzip; answer after commit."""
+        """OTLP/HTTP export: protobuf or JSON, maybe gzip, maybe chunked; answer after commit."""
         sidecar = self.server.sidecar
         if urlsplit(self.path).path != "/v1/traces":
-            self._drain()
-            self._error(HTTPStatus.NOT_FOUND, "not_found", "only POST /v1/traces is served here")
+            self._not_allowed()
             return
         if not self._authorised():
             return
@@ -688,27 +1154,46 @@ class _OtlpHandler(_Handler):
                 "send application/x-protobuf or application/json",
             )
             return
-        length_text = self.headers.get("Content-Length")
-        if length_text is None or not length_text.isdigit():
-            self._error(HTTPStatus.LENGTH_REQUIRED, "length_required", "Content-Length is required")
-            self.close_connection = True
+        try:
+            framing = self._framing()
+        except _FramingError as exc:
+            self._refuse_framing(exc)
             return
-        length = int(length_text)
-        if length > sidecar.config.max_body_bytes:
+        if framing is None:
+            self.close_connection = True
+            self._error(
+                HTTPStatus.LENGTH_REQUIRED,
+                "length_required",
+                "send Content-Length or Transfer-Encoding: chunked",
+            )
+            return
+        if framing > sidecar.config.max_body_bytes:
             self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_large", "body over the limit")
             return
-        if not sidecar._admit(length):
-            self._drain(length)
-            self._error(HTTPStatus.SERVICE_UNAVAILABLE, "overloaded", "overloaded, retry shortly")
-            return
-        try:
-            self._export(length, content_type)
-        finally:
-            sidecar._release(length)
+        held = 0
 
-    def _export(self, length: int, content_type: str) -> None:
+        def reserve(size: int) -> bool:
+            nonlocal held
+            if not sidecar._admit(size):
+                return False
+            held += size
+            return True
+
+        try:
+            try:
+                raw = self._read_body(framing, sidecar.config.max_body_bytes, reserve)
+            except _FramingError as exc:
+                self._refuse_framing(exc)
+                return
+            except _ClientGone:
+                self.close_connection = True
+                return
+            self._export(raw, content_type)
+        finally:
+            sidecar._release(held)
+
+    def _export(self, raw: bytes, content_type: str) -> None:
         sidecar = self.server.sidecar
-        raw = self.rfile.read(length)
         encoding = self.headers.get("Content-Encoding") or ""
 
         def decode() -> Decoded:
@@ -722,6 +1207,14 @@ class _OtlpHandler(_Handler):
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                 "too_large",
                 "body over the limit after decompression",
+            )
+            return
+        except UnsupportedEncodingError:
+            self._error(
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_encoding",
+                "send the body uncompressed, gzip or deflate",
+                headers={"Accept-Encoding": "gzip, deflate"},  # RFC 9110 §12.5.3
             )
             return
         except OtlpDecodeError:
@@ -738,6 +1231,18 @@ class _OtlpHandler(_Handler):
 
 
 class _ApiHandler(_Handler):
+    allowed: Mapping[str, tuple[str, ...]] = {
+        "/healthz": ("GET", "HEAD"),
+        "/metrics": ("GET", "HEAD"),
+        "/v1/queries": ("GET", "HEAD"),
+        "/v1/query/": ("GET", "HEAD"),
+        "/v1/deploys": ("POST",),
+    }
+
+    def do_HEAD(self) -> None:
+        """As GET, without the body (`_send` leaves it out)."""
+        self.do_GET()
+
     def do_GET(self) -> None:
         """/healthz, /metrics, /v1/queries, /v1/query/{name}."""
         sidecar = self.server.sidecar
@@ -773,7 +1278,7 @@ class _ApiHandler(_Handler):
         if parts.path.startswith("/v1/query/"):
             self._query(parts.path.removeprefix("/v1/query/"), parts.query)
             return
-        self._error(HTTPStatus.NOT_FOUND, "not_found", "unknown path")
+        self._not_allowed()
 
     def _query(self, name: str, query_string: str) -> None:
         params = dict(parse_qsl(query_string, keep_blank_values=True))
@@ -802,26 +1307,30 @@ class _ApiHandler(_Handler):
     def do_POST(self) -> None:
         """POST /v1/deploys: mark a deploy (service, version, environment, optional ts)."""
         if urlsplit(self.path).path != "/v1/deploys":
-            self._drain()
-            self._error(HTTPStatus.NOT_FOUND, "not_found", "unknown path")
+            self._not_allowed()
             return
         if not self._authorised():
             return
-        length_text = self.headers.get("Content-Length") or "0"
-        if not length_text.isdigit():
-            self.close_connection = True
-            self._error(HTTPStatus.LENGTH_REQUIRED, "length_required", "Content-Length is required")
+        try:
+            framing = self._framing()
+            if framing is not None and framing > _MAX_DEPLOY_BYTES:
+                self._error(
+                    HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_large", "deploy marks are small"
+                )
+                return
+            raw = b"" if framing is None else self._read_body(framing, _MAX_DEPLOY_BYTES, _discard)
+        except _FramingError as exc:
+            self._refuse_framing(exc)
             return
-        length = int(length_text)
-        if length > 64 * 1024:
-            self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_large", "deploy marks are small")
+        except _ClientGone:
+            self.close_connection = True
             return
         try:
-            data = json.loads(self.rfile.read(length) or b"{}")
             deploy = _deploy_from(
-                data, source="api", scrubber=self.server.sidecar.pipeline.scrubber
+                json.loads(raw or b"{}"),
+                source="api",
+                scrubber=self.server.sidecar.pipeline.scrubber,
             )
-            self.server.sidecar.store.add_deploys([deploy])
         except (ValueError, TypeError) as exc:
             self._error(
                 HTTPStatus.BAD_REQUEST,
@@ -829,8 +1338,22 @@ class _ApiHandler(_Handler):
                 str(exc) if isinstance(exc, _DeployError) else "body must be JSON",
             )
             return
-        except ErrscopeError as exc:
+        except ErrscopeError as exc:  # a label refused by validation: the client's to fix
             self._send(HTTPStatus.BAD_REQUEST, orjson.dumps(exc.as_dict()), _JSON)
+            return
+        try:
+            self.server.sidecar.store.add_deploys([deploy])
+        except ErrscopeError as exc:  # the store failed (a full disk): ours, and retryable
+            log.warning(
+                "deploy mark not stored",
+                extra={"code": str(exc.kind), "error_class": type(exc).__name__},
+            )
+            self._send(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                orjson.dumps(exc.as_dict()),
+                _JSON,
+                {"Retry-After": str(RETRY_AFTER_S)},
+            )
             return
         self._send(
             HTTPStatus.CREATED,
