@@ -17,6 +17,7 @@ not global).
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import os
@@ -24,7 +25,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from typing import Final
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -44,6 +45,9 @@ log = logging.getLogger("errscope.export")
 
 DEFAULT_HTTP_ENDPOINT: Final = "http://127.0.0.1:4318/v1/traces"
 DEFAULT_GRPC_ENDPOINT: Final = "http://127.0.0.1:4317"
+# Per export attempt: the SDK's 10 s held an application's exit 8-31 s when the sidecar
+# was down (every remaining batch waits it out at shutdown).
+EXPORT_TIMEOUT_S: Final = 3.0
 
 
 class ScrubbingSpanExporter(SpanExporter):
@@ -114,15 +118,26 @@ class ScrubbingSpanExporter(SpanExporter):
             self.sink.write(batch)
         except Exception as exc:  # noqa: BLE001 - exporters return a result, never raise
             log.warning("store write failed", extra={"error_class": type(exc).__name__})
+            self.failed += len(batch.calls)
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
-        """Shut the inner exporter down and close the sink's store (the exporter owns both)."""
+        """Shut the inner exporter down and close the sink's store (the exporter owns both).
+
+        Never raises: it runs at the application's exit (a full disk fails the store's last
+        checkpoint), and an exception would stop the processors registered after it.
+        """
         if self.inner is not None:
-            self.inner.shutdown()
+            try:
+                self.inner.shutdown()
+            except Exception as exc:  # noqa: BLE001 - see above
+                log.warning("inner shutdown failed", extra={"error_class": type(exc).__name__})
         if self.sink is not None:
-            self.sink.close()
+            try:
+                self.sink.close()
+            except Exception as exc:  # noqa: BLE001 - see above
+                log.warning("store close failed", extra={"error_class": type(exc).__name__})
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Flush the inner exporter."""
@@ -136,12 +151,16 @@ def _after_fork(ref: weakref.ref[ScrubbingSpanExporter]) -> None:
     exporter = ref()
     if exporter is None or exporter.sink is None:
         return
-    exporter.sink = None  # never closed here: closing would checkpoint the parent's file
+    # Never closed, never freed: freeing the child's last reference would close the
+    # connection, and closing checkpoints the parent's file, deletes its WAL and temp
+    # files under it.  A leaked reference keeps the destructor from ever running here.
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(exporter.sink))
+    exporter.sink = None
     exporter.forked = True
     log.error(
         "store_after_fork: this forked process stores no tool calls; a DuckDB store is "
-        "written by one process, so call instrument() in each worker after the fork, or "
-        "send spans to `errscope serve` (endpoint=...)",
+        "written by one process, so give each worker its own store path (instrument() "
+        "after the fork), or send spans to `errscope serve` (endpoint=...)",
         extra={"code": "store_after_fork"},
     )
 
@@ -170,8 +189,9 @@ def _endpoint(endpoint: str | None, protocol: str) -> str | None:
         if any(os.environ.get(k) for k in _ENDPOINT_ENV):
             return None
         return DEFAULT_GRPC_ENDPOINT if protocol == "grpc" else DEFAULT_HTTP_ENDPOINT
-    if protocol == "http" and urlsplit(endpoint).path in ("", "/"):
-        return endpoint.rstrip("/") + "/v1/traces"
+    parts = urlsplit(endpoint)
+    if protocol == "http" and parts.path in ("", "/"):
+        return urlunsplit(parts._replace(path="/v1/traces"))
     return endpoint
 
 
@@ -184,13 +204,29 @@ def _otlp_exporter(
         )
 
         metadata = tuple((k.lower(), v) for k, v in (headers or {}).items()) or None
-        insecure = endpoint.startswith("http://") if endpoint is not None else None
-        return GrpcExporter(endpoint=endpoint, insecure=insecure, headers=metadata)
+        return GrpcExporter(
+            endpoint=endpoint,
+            insecure=_grpc_insecure(endpoint),
+            headers=metadata,
+            timeout=EXPORT_TIMEOUT_S,
+        )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
         OTLPSpanExporter as HttpExporter,
     )
 
-    return HttpExporter(endpoint=endpoint, headers=headers)
+    return HttpExporter(endpoint=endpoint, headers=headers, timeout=EXPORT_TIMEOUT_S)
+
+
+def _grpc_insecure(endpoint: str | None) -> bool | None:
+    """Plaintext for http:// and for a bare loopback host:port (the local sidecar speaks no
+    TLS: the exporter's default for a bare address, TLS, lost every span); TLS for https://
+    and for a bare remote host; None lets the SDK read OTEL_EXPORTER_OTLP_INSECURE."""
+    if endpoint is None:
+        return None
+    if "://" in endpoint:
+        return endpoint.startswith("http://")
+    host = endpoint.rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
 
 
 def instrument(
@@ -230,13 +266,22 @@ def instrument(
         inner = _otlp_exporter(_endpoint(endpoint, chosen), chosen, headers)
     sink = None
     if store is not None:
+        from collector.errors import StoreError  # noqa: PLC0415
         from collector.store import (  # noqa: PLC0415 - only services that store locally
             DEFAULT_MEMORY_LIMIT,
             open_store,
         )
 
         # The service's own process: DuckDB must not grow it by caching the whole table.
-        sink = StoreSink(open_store(store, memory_limit=DEFAULT_MEMORY_LIMIT))
+        try:
+            sink = StoreSink(open_store(store, memory_limit=DEFAULT_MEMORY_LIMIT))
+        except StoreError as exc:
+            # Telemetry must not stop the service from starting: say why, store nothing.
+            log.error(  # noqa: TRY400 - a code line, never a traceback
+                "store_unavailable: %s; this process stores no tool calls",
+                exc.describe(),
+                extra={"code": "store_unavailable", "store_error": exc.kind.value},
+            )
     pipeline = Pipeline(catalog=catalog, non_tool=non_tool)
     exporter = ScrubbingSpanExporter(inner, pipeline=pipeline, sink=sink)
     provider.add_span_processor(

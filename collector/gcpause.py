@@ -16,15 +16,29 @@ re-enabled when the pause ends; disable it before errscope starts, or call
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Final
 
 __all__ = ["gc_paused"]
 
-_LOCK: Final = threading.Lock()
+_LOCK = threading.Lock()
 _pausers = 0  # bursts running with the collector paused (guarded by _LOCK)
+
+
+def _after_fork_in_child() -> None:
+    """A fork copies the counter but not the threads whose pauses it counts: started
+    during a pause, the child would run with the collector off for good."""
+    global _LOCK, _pausers  # noqa: PLW0603 - the child's fresh copy of the process state
+    _LOCK = threading.Lock()  # another thread may have held it at the fork
+    if _pausers > 0:
+        _pausers = 0
+        gc.enable()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextmanager

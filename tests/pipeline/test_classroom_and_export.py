@@ -23,6 +23,7 @@ from collector.pipeline import Pipeline
 from collector.sink import StoreBatch, StoreSink
 from collector.spanview import SpanView, from_readable
 from collector.store import DuckDBStore
+from tests.factories import held_by_another_process
 from tests.pipeline.spans import (
     DB_PASSWORD,
     DB_URL,
@@ -422,6 +423,73 @@ def test_a_forked_worker_says_it_cannot_store(tmp_path: Path) -> None:
     assert tools == [("before_fork",), ("after_fork",)]
 
 
+_FORK_EXIT_SCRIPT = """
+import gc, logging, os, sys
+logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+from collector.export import instrument
+
+provider = instrument("svc", version="1", store=sys.argv[1], set_global=False)
+tracer = provider.get_tracer("app")
+
+def call(name):
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+    with tracer.start_as_current_span("execute_tool " + name, attributes=attrs):
+        pass
+    provider.force_flush()
+
+call("before_fork")
+pid = os.fork()
+if pid == 0:
+    del provider, tracer
+    gc.collect()
+    sys.exit(0)  # a normal interpreter exit: every object the child still holds is freed
+os.waitpid(pid, 0)
+call("after_fork")
+os._exit(0)  # the parent dies without closing its store, as under kill -9
+"""
+
+
+def test_a_forked_child_exiting_normally_leaves_the_parents_store_alone(
+    tmp_path: Path,
+) -> None:
+    """The child's exit must not close the parent's connection: closing checkpointed the
+    parent's file and deleted its WAL, so what the parent wrote next was lost on a crash."""
+    path = tmp_path / "s.duckdb"
+    done = _run_python(_FORK_EXIT_SCRIPT, str(path))
+    assert "Fatal" not in done.stderr, done.stderr
+    with DuckDBStore(path, read_only=True) as store:
+        tools = store.cursor().execute("SELECT tool FROM tool_calls ORDER BY ts").fetchall()
+    assert tools == [("before_fork",), ("after_fork",)]
+
+
+_FORK_GC_SCRIPT = """
+import gc, os, sys, threading
+from collector.gcpause import gc_paused
+
+inside, release = threading.Event(), threading.Event()
+
+def hold():
+    with gc_paused():
+        inside.set()
+        release.wait()
+
+threading.Thread(target=hold, daemon=True).start()
+inside.wait()
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if gc.isenabled() else 3)
+release.set()
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_fork_during_a_gc_pause_leaves_the_child_collecting() -> None:
+    """A child forked while another thread pauses the collector gets it back on: the
+    thread that would end the pause does not exist in the child."""
+    _run_python(_FORK_GC_SCRIPT)
+
+
 def test_instrument_twice_warns_that_the_second_is_not_global() -> None:
     """OpenTelemetry keeps the first global provider: a second instrument() says so."""
     script = (
@@ -497,3 +565,49 @@ def test_instrument_reads_the_standard_otel_endpoint_variable(
     finally:
         receiver.close()
     assert receiver.paths == ["/v1/traces"]
+
+
+def test_endpoint_and_transport_choices() -> None:
+    """A query string survives /v1/traces; a bare loopback gRPC address is plaintext (the
+    local sidecar has no TLS), a bare remote one is not."""
+    from collector.export import _endpoint, _grpc_insecure
+
+    assert _endpoint("http://h:1?tenant=a", "http") == "http://h:1/v1/traces?tenant=a"
+    assert _endpoint("http://h:1/custom", "http") == "http://h:1/custom"
+    assert _grpc_insecure("127.0.0.1:4317") is True
+    assert _grpc_insecure("[::1]:4317") is True
+    assert _grpc_insecure("collector.example.com:4317") is False
+    assert _grpc_insecure("https://127.0.0.1:4317") is False
+
+
+class _FailingShutdown(SpanExporter):
+    """A real exporter whose shutdown fails, as one whose connection broke would."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        raise OSError("connection reset")
+
+
+def test_shutdown_never_raises_and_still_closes_the_store(tmp_path: Path) -> None:
+    """An inner exporter failing at shutdown neither raises into the application's exit
+    nor leaves the store open (its last checkpoint still runs)."""
+    store = DuckDBStore(tmp_path / "s.duckdb")
+    exporter = ScrubbingSpanExporter(_FailingShutdown(), sink=StoreSink(store))
+    exporter.shutdown()
+    with DuckDBStore(tmp_path / "s.duckdb") as reopened:  # the file was released
+        assert reopened.count("tool_calls") == 0
+
+
+def test_a_store_that_cannot_open_does_not_stop_the_service(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """instrument(store=a file another process holds) logs store_unavailable and returns
+    a working provider instead of raising into the service's start-up."""
+    path = tmp_path / "held.duckdb"
+    DuckDBStore(path).close()
+    with held_by_another_process(path):
+        provider = instrument("svc", store=str(path), set_global=False)
+    assert "store_unavailable" in caplog.text
+    provider.shutdown()
