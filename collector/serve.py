@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Final, cast
 from urllib.parse import parse_qsl, urlsplit
 
@@ -61,6 +62,7 @@ import pyarrow.ipc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
+from collector.catalog import load_catalog
 from collector.errors import (
     ConfigError,
     ConfigErrorKind,
@@ -210,6 +212,8 @@ class ServeConfig:
     commit_delay_s: float = 0.2
     commit_spans: int = 5000
     non_tool: NonToolPolicy = NonToolPolicy.SCRUB
+    # User catalog files: their codes are stored as themselves, not as `unknown`.
+    catalog_files: tuple[str, ...] = ()
 
     def check(self) -> None:
         """Refuse unsafe or unusable settings with a ConfigError naming the flag."""
@@ -345,12 +349,18 @@ class Sidecar:
     def __init__(self, config: ServeConfig) -> None:
         config.check()
         self.config = config
+        # Before the store: a bad catalog file stops start-up with its one-line error.
+        catalog = (
+            load_catalog([Path(f) for f in config.catalog_files]) if config.catalog_files else None
+        )
         self.store = open_store(
             config.store, data_path=config.data_path, memory_limit=config.store_memory
         )
         self.sink = StoreSink(self.store)
         # Without a forwarder no passed-on span is needed: skip building and scrubbing it.
-        self.pipeline = Pipeline(non_tool=config.non_tool, forward=config.forward is not None)
+        self.pipeline = Pipeline(
+            catalog=catalog, non_tool=config.non_tool, forward=config.forward is not None
+        )
         self.metrics = Metrics()
         self.forwarder = Forwarder(make_exporter(config.forward)) if config.forward else None
         self.writer = Writer(

@@ -90,6 +90,13 @@ def _off(value: str) -> str | None:
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
+@click.option(
+    "--catalog",
+    "catalogs",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="A user catalog file; its codes are stored as themselves, not as unknown (repeatable).",
+)
 def serve(
     *,
     otlp_grpc: str,
@@ -105,6 +112,7 @@ def serve(
     max_inflight_bytes: int,
     non_tool: str,
     log_format: str,
+    catalogs: tuple[str, ...],
 ) -> None:
     """Run the sidecar: OTLP in, stored tool-call codes, query API, optional forwarding."""
     from collector.cli import handle_errors  # noqa: PLC0415 - collector.cli imports this module
@@ -125,6 +133,7 @@ def serve(
             max_body_bytes=max_body_bytes,
             max_inflight_bytes=max_inflight_bytes,
             non_tool=NonToolPolicy(non_tool),
+            catalog_files=tuple(catalogs),
         )
         raise SystemExit(run(config))
 
