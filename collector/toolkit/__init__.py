@@ -11,7 +11,7 @@
     budget = RetryBudget()
     observation = get_job({"job_id": "17"}, call_id="call_1", budget=budget)
     # {"ok": True, "result": {...}}  or  {"error": "invalid_args", "hint": ..., "field": ...}
-    budget.last_decision  # "continue", "stop" or "handoff"
+    budget.take_decision()  # the most severe since last taken: "continue", "stop", "handoff"
 
 The handler's annotations are its schema: arguments are validated (one object, no unknown
 keys, required fields present), then coerced (`PositiveInt`, `BoolFromString`, your own
@@ -20,7 +20,7 @@ happens comes back as an observation dict (see `collector.toolkit.observation`) 
 byte cap, with `got` scrubbed; an execute_tool span in the OTel GenAI conventions records
 the code; `RetryBudget` applies the catalog's retry caps.  Nothing raises into the loop.
 
-This module's `__all__` is the public surface (pinned by tests/toolkit/test_exports.py);
+This module's `__all__` is the public surface (pinned by tests/toolkit/test_toolkit_exports.py);
 the submodules are internal.  docs/toolkit.md is the guide for tool authors.
 """
 

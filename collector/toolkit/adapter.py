@@ -30,32 +30,46 @@ Span attributes (never an argument value, a result, `got` or a hint, which may c
     errscope.correlation_id for internal_error
     errscope.retry.decision the budget's decision, when a budget was given
 
-Tracebacks.  On internal_error the exception is recorded on the span with
-`record_exception`: the span's `exception` event carries `exception.stacktrace`, and
-errscope's pipeline (sidecar or in-process exporter) redacts and samples it before anything
-is stored, linked by trace, span and correlation id.  Services that want the redacted
-traceback in-process as well install a sink with `set_traceback_sink`.  The traceback never
-reaches the observation.
+Telemetry never decides an outcome.  The OTel SDK does not catch exceptions from span
+processors, so starting or ending the span, setting its attributes and recording the
+exception are each guarded: a failure there is logged as one line
+("errscope.toolkit telemetry_error: ...", the exception type, no values) and the call's
+observation stands.  Once the handler returned, its success is what the loop gets.
+
+Tracebacks.  On internal_error the span gets an `exception` event that is safe for any
+exporter: `exception.type` (the dotted class name), `exception.message` (the message
+scrubbed by the scrub engine, at most 512 characters; left out when it cannot be read or
+scrubbed) and `exception.stacktrace` (the engine's redacted copy of the traceback: frame
+functions, relative file names and line numbers, messages masked; left out when the engine
+cannot run).  Not `span.record_exception`, which would put the raw message and stack on the
+span for whatever exporter the service configured.  errscope's pipeline samples these
+redacted traces (redacting is idempotent), linked by trace, span and correlation id.
+Services that want the same redacted traceback in-process install a sink with
+`set_traceback_sink`.  The traceback never reaches the observation.
 
 Tools are immutable after construction and safe to call from many threads at once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
+import logging
 import math
 import threading
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final, overload
+from typing import TYPE_CHECKING, Any, Final, overload
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, TracerProvider
 
 from collector import __version__
+from collector import semconv as sc
 from collector.catalog import Catalog, Code, default_catalog
 from collector.record import is_identifier, is_safe_id
 from collector.toolkit.arguments import Rejection, Signature
@@ -69,7 +83,10 @@ from collector.toolkit.observation import (
     error_observation,
     success_observation,
 )
-from collector.toolkit.scrubbing import looks_secret
+from collector.toolkit.scrubbing import looks_secret, scrub_text, warm_up
+
+if TYPE_CHECKING:
+    from collector.scrub import RedactedTraceback
 
 __all__ = [
     "AsyncTool",
@@ -98,6 +115,11 @@ _TOOL_NAME_CHARS: Final = frozenset(
 )
 _MAX_TOOL_NAME_CHARS: Final = 128
 _SKIPPED_BASES: Final = (BaseException, Exception, object)
+_STATUS_DIGITS: Final = 3
+_SPAN_MESSAGE_MAX_CHARS: Final = 512
+# The code a telemetry failure is logged under (one line, no values).
+_TELEMETRY_ERROR: Final = "errscope.toolkit telemetry_error"
+_log: Final = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,43 +185,99 @@ def _class_names(cls: type) -> Iterator[str]:
         yield f"{parts[0]}.{cls.__qualname__}"
 
 
-def _http_response(exc: BaseException) -> tuple[int | None, Any]:
-    """The HTTP status and headers an httpx/requests/SDK exception carries, if any."""
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None)
+def _attribute(obj: object, name: str) -> object:
+    """`getattr(obj, name, None)`, or None when reading it raises (a property with a bug)."""
+    try:
+        return getattr(obj, name, None)
+    except Exception:  # noqa: BLE001 — an odd exception object must not fail the call
+        return None
+
+
+def _status(value: object) -> int | None:
+    """An HTTP status from an int or its text ("404"); None for anything else."""
+    if isinstance(value, str) and len(value.strip()) == _STATUS_DIGITS:
+        value = int(value) if value.strip().isascii() and value.strip().isdigit() else None
+    if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+        return value
+    return None
+
+
+def _http_response(exc: BaseException) -> tuple[int | None, object]:
+    """The HTTP status and headers an httpx/requests/aiohttp/SDK exception carries, if any.
+
+    httpx and requests put them on `exc.response` (`status_code`, `headers`), the OpenAI
+    SDK on the exception (`status_code`), aiohttp's ClientResponseError too (`status`,
+    `headers`).
+    """
+    response = _attribute(exc, "response")
+    status = _status(_attribute(response, "status_code"))
     if status is None:
-        status = getattr(exc, "status_code", None)
-    headers = getattr(response, "headers", None)
-    if isinstance(status, int) and not isinstance(status, bool):
-        return status, headers
-    return None, headers
+        status = _status(_attribute(exc, "status_code"))
+    if status is None:
+        status = _status(_attribute(exc, "status"))
+    headers = _attribute(response, "headers")
+    if headers is None:
+        headers = _attribute(exc, "headers")
+    return status, headers
 
 
-def _retry_after_s(headers: Any) -> float | None:
+def _retry_after_s(headers: object) -> float | None:
     """Retry-After in seconds from a headers mapping (delay-seconds form only)."""
     if not isinstance(headers, Mapping):
         return None
-    value = headers.get("retry-after") or headers.get("Retry-After")
     try:
-        seconds = float(value) if isinstance(value, str | int | float) else None
-    except ValueError:
+        value = headers.get("retry-after") or headers.get("Retry-After")
+    except Exception:  # noqa: BLE001 — a broken headers object: no retry_after
         return None
-    return _clean_seconds(seconds)
+    return _clean_seconds(value)
 
 
 def _clean_seconds(value: object) -> float | None:
     """Seconds as a finite, non-negative float; a number given as text ("5", straight from a
-    Retry-After header) is read; anything else is dropped rather than failing the call."""
-    if isinstance(value, bool):
+    Retry-After header) is read; anything else (10**400 included) is dropped rather than
+    failing the call."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
         return None
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            return None
-    if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+    try:
+        seconds = float(value.strip() if isinstance(value, str) else value)
+    except (ValueError, OverflowError):
         return None
-    return round(float(value), 3)
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return round(seconds, 3)
+
+
+def _guarded(what: str, action: Callable[[], object]) -> None:
+    """Run a telemetry action; a failure is logged as one line and never fails the call.
+
+    The OTel SDK does not catch exceptions from span processors (`on_start`, `on_end`), so
+    starting or ending a span can raise whatever a third-party processor raises.  The tool
+    call's outcome (a card charged, a row written) must stand regardless.
+    """
+    try:
+        action()
+    except Exception as exc:  # noqa: BLE001 — telemetry never decides a tool call's outcome
+        _log.warning("%s: %s raised %s", _TELEMETRY_ERROR, what, type(exc).__name__)
+
+
+def _message(exc: BaseException) -> str | None:
+    """The exception's message, scrubbed, for the span; None when it cannot be read safely."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 — a __str__ that raises: no message
+        return None
+    scrubbed = scrub_text(text)
+    return None if scrubbed is None else scrubbed[:_SPAN_MESSAGE_MAX_CHARS]
+
+
+def _redacted(exc: BaseException) -> RedactedTraceback | None:
+    """The scrub engine's redacted copy of the exception's traceback; None if it cannot run."""
+    try:
+        from collector.scrub import redact_traceback  # noqa: PLC0415 — only on internal_error
+
+        return redact_traceback("".join(traceback.format_exception(exc)))
+    except Exception:  # noqa: BLE001 — fail closed: no stack trace on the span
+        return None
 
 
 class _Adapter:
@@ -230,6 +308,7 @@ class _Adapter:
         self.not_found_hint: Final = not_found_hint
         self.max_observation_bytes: Final = max_observation_bytes
         self.__doc__ = handler.__doc__
+        warm_up()  # compile the scrub engine off the caller's thread, before the first call
         if tracer_provider is not None:
             self._tracer = tracer_provider.get_tracer(TRACER_NAME, __version__)
         else:
@@ -239,8 +318,8 @@ class _Adapter:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
 
-    @contextmanager
-    def _span(self, call_id: object) -> Iterator[Span]:
+    def _start(self, call_id: object) -> tuple[Span, object]:
+        """Start the span and make it current; a failing tracer gives a non-recording span."""
         attributes: dict[str, str] = {
             ATTR_OPERATION: "execute_tool",
             ATTR_TOOL_NAME: self.name,
@@ -248,25 +327,35 @@ class _Adapter:
         }
         if isinstance(call_id, str) and is_safe_id(call_id):
             attributes[ATTR_CALL_ID] = call_id
-        with self._tracer.start_as_current_span(
-            f"execute_tool {self.name}",
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                yield span
-            except BaseException:
-                # Cancellation and interrupts: counted, not swallowed.
-                self._mark_failed(span, Code.INTERNAL_ERROR.value)
-                raise
+        span: Span = INVALID_SPAN
+        token: object = None
+        try:
+            span = self._tracer.start_span(
+                f"execute_tool {self.name}",
+                kind=SpanKind.INTERNAL,
+                attributes=attributes,
+                record_exception=False,
+                set_status_on_exception=False,
+            )
+            token = otel_context.attach(trace.set_span_in_context(span))
+        except Exception as exc:  # noqa: BLE001 — see _guarded: the call runs untraced
+            _log.warning("%s: span start raised %s", _TELEMETRY_ERROR, type(exc).__name__)
+        return span, token
+
+    @staticmethod
+    def _end(span: Span, token: object) -> None:
+        if token is not None:
+            _guarded("context detach", lambda: otel_context.detach(token))  # type: ignore[arg-type]
+        _guarded("span end", span.end)
 
     @staticmethod
     def _mark_failed(span: Span, code: str) -> None:
-        span.set_attribute(ATTR_CODE, code)
-        span.set_attribute(ATTR_ERROR_TYPE, code)
-        span.set_status(Status(StatusCode.ERROR))
+        def mark() -> None:
+            span.set_attribute(ATTR_CODE, code)
+            span.set_attribute(ATTR_ERROR_TYPE, code)
+            span.set_status(Status(StatusCode.ERROR))
+
+        _guarded("span status", mark)
 
     def _code_for(self, exc: Exception) -> tuple[str, float | None]:
         """The catalog code for a foreign exception, and retry_after when one is given."""
@@ -280,30 +369,26 @@ class _Adapter:
                 break
             for name in _class_names(cls):
                 code = self.catalog.for_exception(name)
+                if code == Code.INVALID_ARGS:
+                    # The arguments were validated before the handler ran: a ValueError or
+                    # ValidationError from the handler's own code (a bad upstream payload, a
+                    # decode) is not the model's to fix.  Authors say invalid_args with
+                    # InvalidArgs; an upstream's 4xx is read from its status above.
+                    return Code.INTERNAL_ERROR.value, None
                 if code is not None:
                     return code, _retry_after_s(headers)
         return self.catalog.fallback["exception"], None
 
-    def _failure(self, exc: Exception, span: Span) -> _Failure:
-        """The failure a handler's exception stands for; internal errors get a correlation id."""
-        hint: str | None = None
-        field: str | None = None
-        retry_after_s: float | None = None
-        if isinstance(exc, ToolError):
-            code = exc.code if exc.code in self.catalog.entries else Code.INTERNAL_ERROR.value
-            hint, field = exc.hint, exc.field
-            if isinstance(exc, RateLimited):
-                retry_after_s = _clean_seconds(exc.retry_after_s)
-        else:
+    def _classify(self, exc: Exception) -> _Failure:
+        """The code, hint, field and retry_after a handler's exception stands for."""
+        if not isinstance(exc, ToolError):
             code, retry_after_s = self._code_for(exc)
-        if code == Code.NOT_FOUND and hint is None:
-            hint = self.not_found_hint
-        correlation_id = None
-        if code == Code.INTERNAL_ERROR:
-            hint = None  # a handler's words about its own bug are for humans
-            correlation_id = uuid.uuid4().hex
-            span.record_exception(exc)
-            self._sample(exc, correlation_id, span)
+            return _Failure(code, retry_after_s=retry_after_s)
+        code = exc.code
+        if not (isinstance(code, str) and code in self.catalog.entries):
+            code = Code.INTERNAL_ERROR.value  # a code the catalog does not know (or not a str)
+        retry_after_s = _clean_seconds(exc.retry_after_s) if isinstance(exc, RateLimited) else None
+        hint, field = exc.hint, exc.field
         return _Failure(
             code,
             hint=hint if isinstance(hint, str) else None,
@@ -315,20 +400,51 @@ class _Adapter:
                 else None
             ),
             retry_after_s=retry_after_s,
-            correlation_id=correlation_id,
         )
 
-    def _sample(self, exc: Exception, correlation_id: str, span: Span) -> None:
+    def _failure(self, exc: Exception, span: Span) -> _Failure:
+        """The failure a handler's exception stands for; internal errors get a correlation id."""
+        try:
+            failure = self._classify(exc)
+        except Exception:  # noqa: BLE001 — an exception the kit cannot read is internal_error
+            failure = _Failure(Code.INTERNAL_ERROR.value)
+        if failure.code == Code.NOT_FOUND and failure.hint is None:
+            return _Failure(failure.code, hint=self.not_found_hint, field=failure.field)
+        if failure.code != Code.INTERNAL_ERROR:
+            return failure
+        # A handler's words about its own bug are for humans: no hint, a correlation id.
+        correlation_id = uuid.uuid4().hex
+        self._record_exception(exc, correlation_id, span)
+        return _Failure(failure.code, correlation_id=correlation_id)
+
+    def _record_exception(self, exc: BaseException, correlation_id: str, span: Span) -> None:
+        """Put the exception on the span, redacted, and offer it to the traceback sink.
+
+        Not `span.record_exception`: that writes `str(exc)` and the raw stack trace, which
+        any exporter the service configured would ship unscrubbed.  The event carries the
+        exception's type, its message scrubbed, and the scrub engine's redacted traceback
+        (each left out when it cannot be produced safely).
+        """
+        exception_type = next(_class_names(type(exc)))
+        redacted = _redacted(exc)
+        attributes: dict[str, str] = {sc.EXCEPTION_TYPE: exception_type}
+        message = _message(exc)
+        if message:
+            attributes[sc.EXCEPTION_MESSAGE] = message
+        if redacted is not None:
+            attributes[sc.EXCEPTION_STACKTRACE] = redacted.text
+        _guarded("exception event", lambda: span.add_event(sc.EXCEPTION_EVENT, attributes))
+        if redacted is not None:
+            self._sample(redacted, exception_type, correlation_id, span)
+
+    def _sample(
+        self, redacted: RedactedTraceback, exception_type: str, correlation_id: str, span: Span
+    ) -> None:
         with _sink_lock:
             sink = _sink
         if sink is None:
             return
         try:
-            from collector.scrub import redact_traceback  # noqa: PLC0415 — only with a sink
-
-            redacted = redact_traceback("".join(traceback.format_exception(exc)))
-            if redacted is None:
-                return
             context = span.get_span_context()
             sink(
                 TracebackReport(
@@ -336,7 +452,7 @@ class _Adapter:
                     tool=self.name,
                     trace_id=format(context.trace_id, "032x"),
                     span_id=format(context.span_id, "016x"),
-                    exception_type=redacted.exception_type or next(_class_names(type(exc))),
+                    exception_type=redacted.exception_type or exception_type,
                     fingerprint=redacted.fingerprint,
                     text=redacted.text,
                 )
@@ -356,18 +472,43 @@ class _Adapter:
             )
         return bound
 
-    def _finish(self, span: Span, outcome: _Outcome, budget: RetryBudget | None) -> Observation:
+    def _annotate(self, span: Span, outcome: _Outcome) -> None:
         if isinstance(outcome, _Success):
-            observation = success_observation(outcome.result)
-            span.set_attribute(ATTR_CODE, Code.OK.value)
-        else:
-            self._mark_failed(span, outcome.code)
+            _guarded("span attribute", lambda: span.set_attribute(ATTR_CODE, Code.OK.value))
+            return
+        self._mark_failed(span, outcome.code)
+
+        def attributes() -> None:
             if outcome.field is not None:
                 span.set_attribute(ATTR_FIELD, outcome.field)
             if outcome.correlation_id is not None:
                 span.set_attribute(ATTR_CORRELATION_ID, outcome.correlation_id)
             if outcome.retry_after_s is not None:  # what the pipeline stores as retry_after_s
                 span.set_attribute(ATTR_RETRY_AFTER_S, outcome.retry_after_s)
+
+        _guarded("span attributes", attributes)
+
+    def _lookup(self, outcome: _Outcome, bound: object) -> str | None:
+        """A digest of what a not_found call looked up: the named field's value, or all."""
+        if not (isinstance(outcome, _Failure) and outcome.code == Code.NOT_FOUND):
+            return None
+        if not isinstance(bound, dict):
+            return None
+        looked_up: object = bound
+        if outcome.field is not None and outcome.field in bound:
+            looked_up = {outcome.field: bound[outcome.field]}
+        try:
+            text = json.dumps([self.name, looked_up], sort_keys=True, default=repr)
+        except Exception:  # noqa: BLE001 — an unprintable id counts as a new miss
+            return None
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def _finish(
+        self, span: Span, outcome: _Outcome, budget: RetryBudget | None, bound: object
+    ) -> Observation:
+        if isinstance(outcome, _Success):
+            observation = success_observation(outcome.result)
+        else:
             observation = error_observation(
                 outcome.code,
                 outcome.hint or default_hint(outcome.code, self.catalog),
@@ -379,16 +520,46 @@ class _Adapter:
                 retry_after_s=outcome.retry_after_s,
                 correlation_id=outcome.correlation_id,
             )
+        self._annotate(span, outcome)
         if budget is not None:
-            budget.record(observation, tool=self.name, span=span)
+            budget.record(
+                observation,
+                tool=self.name,
+                span=span,
+                declared_fields=self.signature.params,
+                lookup=self._lookup(outcome, bound),
+            )
         return observation
 
-    def _last_resort(self) -> Observation:
-        """What the loop gets when the toolkit itself failed: internal_error, nothing else."""
-        return {
-            "error": Code.INTERNAL_ERROR.value,
-            "hint": default_hint(Code.INTERNAL_ERROR.value, self.catalog),
-        }
+    def _last_resort(
+        self, exc: Exception, span: Span, outcome: _Outcome | None, budget: RetryBudget | None
+    ) -> Observation:
+        """What the loop gets when the toolkit itself failed.
+
+        After the handler returned, its success stands (its side effects happened; an
+        internal_error would invite a retry).  Otherwise internal_error with a correlation
+        id, recorded on the span and in the budget like any other.
+        """
+        observation: Observation
+        if isinstance(outcome, _Success):
+            observation = success_observation(outcome.result)
+            self._annotate(span, outcome)
+        else:
+            correlation_id = uuid.uuid4().hex
+            observation = {
+                "error": Code.INTERNAL_ERROR.value,
+                "hint": default_hint(Code.INTERNAL_ERROR.value, self.catalog),
+                "correlation_id": correlation_id,
+            }
+            # Guarded as a whole: nothing on this path may raise into the loop.
+            _guarded("exception event", lambda: self._record_exception(exc, correlation_id, span))
+            self._annotate(span, _Failure(Code.INTERNAL_ERROR.value, correlation_id=correlation_id))
+        if budget is not None:
+            try:
+                budget.record(observation, tool=self.name, span=span)
+            except Exception as record_exc:  # noqa: BLE001 — a budget subclass that raises
+                _log.warning("%s: budget raised %s", _TELEMETRY_ERROR, type(record_exc).__name__)
+        return observation
 
 
 class Tool(_Adapter):
@@ -396,7 +567,7 @@ class Tool(_Adapter):
 
     `raw_arguments` is what the model sent: a dict, or the JSON text of one.  `call_id` is
     the model's tool-call id (recorded as `gen_ai.tool.call.id`); `budget` a `RetryBudget`
-    whose decision is recorded on the span (read it back with `budget.last_decision`).
+    whose decision is recorded on the span (read it back with `budget.take_decision()`).
     `.handler` is the undecorated function, for direct unit tests.
     """
 
@@ -404,20 +575,26 @@ class Tool(_Adapter):
         self, arguments: object, /, *, call_id: str | None = None, budget: RetryBudget | None = None
     ) -> Observation:
         """Run one tool call and return its observation; never raises an `Exception`."""
+        span, token = self._start(call_id)
+        outcome: _Outcome | None = None
         try:
-            with self._span(call_id) as span:
-                outcome: _Outcome
-                bound = self._bind(arguments)
-                if isinstance(bound, _Failure):
-                    outcome = bound
-                else:
-                    try:
-                        outcome = _Success(self.handler(**bound))
-                    except Exception as exc:  # noqa: BLE001 — every failure becomes a code
-                        outcome = self._failure(exc, span)
-                return self._finish(span, outcome, budget)
-        except Exception:  # noqa: BLE001 — the adapter never raises into the agent loop
-            return self._last_resort()
+            bound = self._bind(arguments)
+            if isinstance(bound, _Failure):
+                outcome = bound
+            else:
+                try:
+                    outcome = _Success(self.handler(**bound))
+                except Exception as exc:  # noqa: BLE001 — every failure becomes a code
+                    outcome = self._failure(exc, span)
+            return self._finish(span, outcome, budget, bound)
+        except Exception as exc:  # noqa: BLE001 — the adapter never raises into the agent loop
+            return self._last_resort(exc, span, outcome, budget)
+        except BaseException:
+            # Cancellation and interrupts: counted, not swallowed.
+            self._mark_failed(span, Code.INTERNAL_ERROR.value)
+            raise
+        finally:
+            self._end(span, token)
 
 
 class AsyncTool(_Adapter):
@@ -427,20 +604,26 @@ class AsyncTool(_Adapter):
         self, arguments: object, /, *, call_id: str | None = None, budget: RetryBudget | None = None
     ) -> Observation:
         """Run one tool call and return its observation; never raises an `Exception`."""
+        span, token = self._start(call_id)
+        outcome: _Outcome | None = None
         try:
-            with self._span(call_id) as span:
-                outcome: _Outcome
-                bound = self._bind(arguments)
-                if isinstance(bound, _Failure):
-                    outcome = bound
-                else:
-                    try:
-                        outcome = _Success(await self.handler(**bound))
-                    except Exception as exc:  # noqa: BLE001 — every failure becomes a code
-                        outcome = self._failure(exc, span)
-                return self._finish(span, outcome, budget)
-        except Exception:  # noqa: BLE001 — the adapter never raises into the agent loop
-            return self._last_resort()
+            bound = self._bind(arguments)
+            if isinstance(bound, _Failure):
+                outcome = bound
+            else:
+                try:
+                    outcome = _Success(await self.handler(**bound))
+                except Exception as exc:  # noqa: BLE001 — every failure becomes a code
+                    outcome = self._failure(exc, span)
+            return self._finish(span, outcome, budget, bound)
+        except Exception as exc:  # noqa: BLE001 — the adapter never raises into the agent loop
+            return self._last_resort(exc, span, outcome, budget)
+        except BaseException:
+            # Cancellation and interrupts: counted, not swallowed.
+            self._mark_failed(span, Code.INTERNAL_ERROR.value)
+            raise
+        finally:
+            self._end(span, token)
 
 
 class _Decorator:

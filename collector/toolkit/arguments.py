@@ -9,7 +9,9 @@ then runs on every call and either returns the keyword arguments for the handler
 Order, which is also the order of precedence for the single rejection reported:
 
 1. validation: the arguments are one JSON object (a dict, or JSON text of one); no unknown
-   keys; every required field present;
+   keys; every required field present.  A tool with no required parameter also takes "no
+   arguments" as some providers send them for a parameterless call: None, "", b"", text
+   of only whitespace, and JSON `null` all mean `{}`;
 2. coercion and strict type checks, field by field in signature order.
 
 Supported annotations: `Annotated[T, Coerce(...)]` (`PositiveInt`, `BoolFromString`, your
@@ -35,7 +37,6 @@ from collector.toolkit.scrubbing import looks_secret
 
 __all__ = ["Rejection", "Signature"]
 
-_ARGUMENTS_SHAPE: Final = 'arguments: one JSON object, such as {"job_id": 17}'
 _Check = Callable[[object], object]
 
 
@@ -154,17 +155,28 @@ class Signature:
         self.params: Final = {p.name: p for p in params}
         names = ", ".join(self.params)
         self._accepted: Final = f"arguments are {names}" if names else "it takes no arguments"
+        self._takes_nothing: Final = not any(p.required for p in params)
+        # The shape hint names this tool's own keys: an example from another tool's schema
+        # ({"job_id": 17} for every tool) teaches the model a key that does not exist here.
+        keys = ", ".join(f"{p.name} (required)" if p.required else p.name for p in params)
+        self._object_shape: Final = (
+            f"arguments: one JSON object with the keys {keys}"
+            if keys
+            else "arguments: one JSON object, {} (this tool takes no arguments)"
+        )
 
     def bind(self, raw: object) -> dict[str, object] | Rejection:
         """The handler's keyword arguments, validated then coerced; or the first Rejection."""
         arguments = raw
         if isinstance(raw, str | bytes | bytearray):
             try:
-                arguments = json.loads(raw)
+                arguments = json.loads(raw) if raw.strip() else None
             except (ValueError, RecursionError):
-                return Rejection(_ARGUMENTS_SHAPE, got=raw, has_got=True)
+                return Rejection(self._object_shape, got=raw, has_got=True)
+        if arguments is None and self._takes_nothing:
+            arguments = {}
         if not isinstance(arguments, Mapping):
-            return Rejection(_ARGUMENTS_SHAPE, got=raw, has_got=True)
+            return Rejection(self._object_shape, got=raw, has_got=True)
         for key in arguments:
             if key not in self.params:
                 return self._unknown(key)
@@ -182,6 +194,10 @@ class Signature:
             except InvalidArgs as exc:
                 hint = exc.hint or f"{name}: {param.shape}"
                 return Rejection(hint, field=exc.field or name, got=value, has_got=True)
+            except ValueError:
+                # A coercion's own parse failure (int("soon"), a decode) happens before the
+                # handler runs: it is this field's validation failing.
+                return Rejection(f"{name}: {param.shape}", field=name, got=value, has_got=True)
         return bound
 
     def _unknown(self, key: object) -> Rejection:

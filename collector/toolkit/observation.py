@@ -32,7 +32,7 @@ import reprlib
 from typing import Any, Final
 
 from collector.catalog import Catalog, Code
-from collector.toolkit.scrubbing import looks_secret, plain_text, scrub_text
+from collector.toolkit.scrubbing import looks_secret, model_text
 
 __all__ = [
     "DEFAULT_MAX_OBSERVATION_BYTES",
@@ -51,6 +51,9 @@ DEFAULT_MAX_OBSERVATION_BYTES: Final = 512
 MIN_OBSERVATION_BYTES: Final = 128
 _ELLIPSIS: Final = "..."
 _BIG_INT_BITS: Final = 256
+# `got` for a value whose text is empty once tags are dropped (an object whose repr raised
+# renders as "<... instance at 0x...>"): an empty `got` reads as "you sent an empty string".
+_UNSHOWN_GOT: Final = "(a value that cannot be shown)"
 
 # What the model is told when the handler gave no hint: short, no values, no blame.
 _DEFAULT_HINTS: Final = {
@@ -105,8 +108,10 @@ def _got_text(value: object, limit: int) -> str | None:
         text = _render(value, limit)
     except Exception:  # noqa: BLE001 — an unprintable value is simply not echoed
         return None
-    scrubbed = scrub_text(text)
-    return None if scrubbed is None else plain_text(scrubbed)
+    shown = model_text(text)
+    if shown is not None and not shown.strip() and text.strip():
+        return _UNSHOWN_GOT
+    return shown
 
 
 def _shorten(observation: Observation, key: str, max_bytes: int) -> bool:
@@ -164,12 +169,10 @@ def error_observation(
     `field` must already be a safe identifier.  A hint the scrub engine cannot process is
     replaced by the default hint for the code; a `got` it cannot process is left out.
     """
-    scrubbed_hint = scrub_text(hint)
+    shown_hint = model_text(hint)
     observation: Observation = {
         "error": code,
-        "hint": plain_text(
-            scrubbed_hint if scrubbed_hint is not None else default_hint(code, catalog)
-        ),
+        "hint": shown_hint if shown_hint is not None else default_hint(code, catalog),
     }
     if field is not None:
         observation["field"] = field

@@ -200,3 +200,96 @@ def test_bad_tool_options_fail_at_declaration(
 
     with pytest.raises(ValueError, match=r"tool names|max_observation_bytes"):
         make_tool(name, **options)(handler)
+
+
+def _coerce_day(value: object, *, field: str) -> int:
+    return int(str(value))  # raises ValueError on "soon": a validation failure, not a bug
+
+
+Day = Annotated[int, Coerce(_coerce_day, shape="a day number such as 3")]
+
+
+def test_coercion_value_error_is_invalid_args(
+    make_tool: Callable[..., Callable[[Callable[..., Any]], Tool]],
+) -> None:
+    """A custom coercion raising ValueError (before the handler runs) blames the field."""
+
+    @make_tool("t")
+    def schedule(day: Day) -> int:
+        return day
+
+    observation = schedule({"day": "soon"})
+    assert observation["error"] == "invalid_args"
+    assert observation["field"] == "day"
+    assert observation["hint"] == "day: a day number such as 3"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(None, id="none"),
+        pytest.param("", id="empty-text"),  # some providers send "" for a parameterless call
+        pytest.param("  \n", id="whitespace"),
+        pytest.param("null", id="json-null"),
+        pytest.param(b"", id="empty-bytes"),
+        pytest.param({}, id="empty-object"),
+    ],
+)
+def test_no_arguments_for_a_tool_that_needs_none(
+    make_tool: Callable[..., Callable[[Callable[..., Any]], Tool]], raw: object
+) -> None:
+    """Empty arguments mean {} for a tool with no parameters or only optional ones."""
+
+    @make_tool("ping")
+    def ping() -> str:
+        return "pong"
+
+    @make_tool("list_jobs")
+    def list_jobs(status: Literal["open", "closed"] | None = None) -> str | None:
+        return status
+
+    assert ping(raw) == {"ok": True, "result": "pong"}
+    assert list_jobs(raw) == {"ok": True, "result": None}
+
+
+@pytest.mark.parametrize("raw", [None, "", "null", b""])
+def test_no_arguments_for_a_tool_with_a_required_one(search: Tool, raw: object) -> None:
+    """A required parameter still makes empty arguments invalid_args, naming this tool's keys."""
+    observation = search(raw)
+    assert observation["error"] == "invalid_args"
+
+
+@pytest.mark.parametrize(
+    ("raw", "hint"),
+    [
+        pytest.param(
+            "{not json",
+            "arguments: one JSON object with the keys query (required), limit, verbose, "
+            "strict, owner_id, status, page, weight, filters, tags, extra",
+            id="invalid-json",
+        ),
+        pytest.param(
+            "[1]",
+            "arguments: one JSON object with the keys query (required), limit, verbose, "
+            "strict, owner_id, status, page, weight, filters, tags, extra",
+            id="array",
+        ),
+    ],
+)
+def test_object_hint_names_the_tools_own_keys(search: Tool, raw: object, hint: str) -> None:
+    """The shape hint is built from this tool's parameters, not another tool's example."""
+    observation = search(raw)
+    assert observation["hint"] == hint
+    assert "job_id" not in observation["hint"]
+
+
+def test_object_hint_for_a_tool_without_parameters(
+    make_tool: Callable[..., Callable[[Callable[..., Any]], Tool]],
+) -> None:
+    """A parameterless tool's hint says it takes an empty object."""
+
+    @make_tool("ping")
+    def ping() -> str:
+        return "pong"
+
+    assert ping("[]")["hint"] == "arguments: one JSON object, {} (this tool takes no arguments)"

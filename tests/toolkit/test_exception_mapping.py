@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,12 +17,14 @@ from collector.toolkit import (
     InvalidArgs,
     NotFound,
     RateLimited,
+    RetryBudget,
     Timeout,
     Tool,
     ToolError,
     TracebackReport,
     set_traceback_sink,
 )
+from collector.toolkit.adapter import _http_response
 
 
 def foreign(module: str, name: str, *bases: type[BaseException]) -> type[Exception]:
@@ -83,7 +85,9 @@ def _raise(exc: BaseException) -> Callable[[], Any]:
         pytest.param(FileNotFoundError("x"), "not_found", id="file-not-found"),
         pytest.param(LookupError("x"), "not_found", id="lookup-error"),
         pytest.param(KeyError("x"), "internal_error", id="key-error-is-a-bug"),
-        pytest.param(ValueError("x"), "invalid_args", id="value-error"),
+        # Arguments were validated before the handler ran: its own ValueError is not the
+        # model's to fix.
+        pytest.param(ValueError("x"), "internal_error", id="value-error-in-handler"),
         pytest.param(ZeroDivisionError(), "internal_error", id="unmapped-fallback"),
         pytest.param(
             foreign("httpx._exceptions", "ReadTimeout", _HttpxTimeout)(),
@@ -200,7 +204,7 @@ def test_traceback_goes_to_the_sink_and_the_span(
     traceback_reports: list[TracebackReport],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The sink gets a redacted traceback with the correlation id; the span an exception event."""
+    """The sink and the span's exception event get the same redacted traceback."""
     import collector.scrub
 
     @dataclass
@@ -227,7 +231,8 @@ def test_traceback_goes_to_the_sink_and_the_span(
     assert report.trace_id == format(span.context.trace_id, "032x")
     assert report.span_id == format(span.context.span_id, "016x")
     assert [e.name for e in span.events] == ["exception"]
-    assert "Traceback" in span.events[0].attributes["exception.stacktrace"]
+    # The span carries the redacted copy, never the raw stack trace.
+    assert span.events[0].attributes["exception.stacktrace"] == "redacted"
 
 
 def test_broken_sink_does_not_break_the_call(
@@ -284,3 +289,152 @@ def test_real_redaction_reaches_the_sink(
     assert "RuntimeError" in report.exception_type
     assert "4eC39HqLyjWD" not in report.text
     assert report.fingerprint
+
+
+class _RaisingResponse:
+    """A response whose status_code property raises (a client library with a bug)."""
+
+    @property
+    def status_code(self) -> int:
+        raise RuntimeError("no status")
+
+
+class _ResponseRaisesError(Exception):
+    response = _RaisingResponse()
+
+
+class _AiohttpStyleError(Exception):
+    """Like aiohttp.ClientResponseError: `status` and `headers` on the exception itself."""
+
+    def __init__(self, status: int, headers: dict[str, str] | None = None) -> None:
+        super().__init__("aiohttp said no")
+        self.status = status
+        self.headers = headers or {}
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "retry_after"),
+    [
+        pytest.param(ToolError("h", code=["x"]), "internal_error", None, id="unhashable-code"),  # type: ignore[arg-type]
+        pytest.param(RateLimited("h", retry_after_s=10**400), "rate_limited", None, id="huge-int"),
+        pytest.param(
+            StatusError(FakeResponse(429, {"retry-after": 10**400})),  # type: ignore[dict-item]
+            "rate_limited",
+            None,
+            id="huge-int-header",
+        ),
+        pytest.param(_ResponseRaisesError(), "internal_error", None, id="status-property-raises"),
+        pytest.param(SDKStatusError("404"), "not_found", None, id="status-as-text"),  # type: ignore[arg-type]
+        pytest.param(SDKStatusError(" 429 "), "rate_limited", None, id="status-text-padded"),  # type: ignore[arg-type]
+        pytest.param(_AiohttpStyleError(403), "denied", None, id="aiohttp-status"),
+        pytest.param(
+            _AiohttpStyleError(429, {"Retry-After": "4"}),
+            "rate_limited",
+            4.0,
+            id="aiohttp-retry-after",
+        ),
+        # `status` of another meaning (not an HTTP status) is not read as one.
+        pytest.param(_AiohttpStyleError(7), "internal_error", None, id="status-not-http"),
+    ],
+)
+def test_odd_exceptions_are_read_or_budgeted(
+    make_tool: Callable[..., Callable[[Callable[..., Any]], Tool]],
+    exc: Exception,
+    code: str,
+    retry_after: float | None,
+) -> None:
+    """Exceptions the kit cannot fully read still give a code, and the budget counts it."""
+    budget = RetryBudget()
+    observation = make_tool("t")(_raise(exc))({}, budget=budget)
+    assert observation["error"] == code
+    assert observation.get("retry_after") == retry_after
+    assert ("correlation_id" in observation) is (code == "internal_error")
+    assert budget.take_decision() == (
+        "stop" if code in ("internal_error", "denied") else "continue"
+    )
+
+
+def _decode_error() -> UnicodeDecodeError:
+    try:
+        b"\xff".decode()
+    except UnicodeDecodeError as exc:
+        return exc
+    raise AssertionError
+
+
+def _json_error() -> json.JSONDecodeError:
+    try:
+        json.loads("{")
+    except json.JSONDecodeError as exc:
+        return exc
+    raise AssertionError
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        pytest.param(ValueError("bad upstream payload"), id="value-error"),
+        pytest.param(_decode_error(), id="unicode-decode-error"),
+        pytest.param(_json_error(), id="json-decode-error"),
+        pytest.param(
+            foreign("pydantic_core._pydantic_core", "ValidationError", ValueError)(),
+            id="pydantic-validation-error",
+        ),
+    ],
+)
+def test_handler_validation_errors_are_not_blamed_on_the_model(
+    make_tool: Callable[..., Callable[[Callable[..., Any]], Tool]], exc: Exception
+) -> None:
+    """The arguments passed validation: a ValueError from the handler's own code is ours."""
+    observation = make_tool("t")(_raise(exc))({})
+    assert observation["error"] == "internal_error"
+
+
+def test_invalid_args_raised_by_the_author_stays_invalid_args(
+    make_tool: Callable[..., Callable[[Callable[..., Any]], Tool]],
+) -> None:
+    """InvalidArgs is how a handler says the model must fix a field, ValueError cause or not."""
+
+    @make_tool("t")
+    def handler(when: str) -> None:
+        try:
+            int(when)
+        except ValueError as exc:
+            raise InvalidArgs("when: a day number such as 3", field="when") from exc
+
+    observation = handler({"when": "soon"})
+    assert (observation["error"], observation["field"]) == ("invalid_args", "when")
+
+
+class _BrokenArguments(Mapping[str, object]):
+    """A Mapping the loop passed as arguments whose iteration raises: a failure inside the kit."""
+
+    def __getitem__(self, key: str) -> object:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("broken mapping")
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_last_resort_is_budgeted_and_recorded(
+    make_tool: Callable[..., Callable[[Callable[..., Any]], Tool]], traced: Any
+) -> None:
+    """When the kit itself fails, the loop still gets a budgeted, correlated internal_error."""
+    budget = RetryBudget()
+    observation = make_tool("t")(lambda: None)(_BrokenArguments(), budget=budget)
+    assert observation["error"] == "internal_error"
+    assert is_safe_id(observation["correlation_id"])
+    assert budget.take_decision() == "stop"
+    span = traced.only_span()
+    assert span.attributes["errscope.code"] == "internal_error"
+    assert span.attributes["errscope.correlation_id"] == observation["correlation_id"]
+    assert span.attributes["errscope.retry.decision"] == "stop"
+    assert [e.attributes["exception.type"] for e in span.events] == ["RuntimeError"]
+
+
+def test_status_reader_survives_a_raising_property() -> None:
+    """Reading `exc.response.status_code` that raises gives no status instead of raising."""
+    assert _http_response(_ResponseRaisesError()) == (None, None)

@@ -171,3 +171,47 @@ def test_success_is_wrapped() -> None:
         "result": {"error": "a field of the record"},
     }
     assert success_observation(None) == {"ok": True, "result": None}
+
+
+_STRIPE = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+
+
+@pytest.mark.parametrize(
+    "split",
+    [
+        pytest.param(_STRIPE[:6] + "<b>" + _STRIPE[6:], id="bold-tag"),
+        pytest.param(_STRIPE[:10] + "<wbr>" + _STRIPE[10:], id="wbr"),
+        pytest.param(_STRIPE[:8] + "<span class=x></span>" + _STRIPE[8:], id="two-tags"),
+    ],
+)
+def test_secret_split_by_a_tag_is_not_rejoined(split: str) -> None:
+    """Tags go before scrubbing: a key split by one is masked, in the hint and in `got`."""
+    observation = build(code="denied", hint=f"upstream said: {split}", got=split, has_got=True)
+    text = json.dumps(observation)
+    assert "4eC39HqLyjWD" not in text
+    assert "[REDACTED:stripe-secret-key]" in observation["hint"]
+
+
+class _UnprintableRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_got_with_a_raising_repr_has_a_placeholder() -> None:
+    """A value whose repr raises is shown as a placeholder, not an empty string."""
+    got = build(got=_UnprintableRepr(), has_got=True)["got"]
+    assert got == "(a value that cannot be shown)"
+
+
+@pytest.mark.parametrize(
+    "split",
+    [
+        pytest.param(_STRIPE[:12] + "\x00" + _STRIPE[12:], id="nul"),
+        pytest.param(_STRIPE[:12] + "\x1b\x7f" + _STRIPE[12:], id="escape-and-delete"),
+    ],
+)
+def test_secret_split_by_a_control_character_is_masked(split: str) -> None:
+    """A key split by a control character is masked, not shown with a space in it."""
+    observation = build(code="denied", hint=f"upstream said: {split}", got=split, has_got=True)
+    assert "4eC39HqLyjWD"[4:] not in json.dumps(observation)
+    assert "[REDACTED:stripe-secret-key]" in observation["hint"]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.trace import SpanKind, StatusCode
 
-from collector.toolkit import AsyncTool, NotFound, PositiveInt, RetryBudget, tool
+from collector.toolkit import AsyncTool, Denied, NotFound, PositiveInt, RetryBudget, tool
 
 SECRET = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
 
@@ -191,3 +193,96 @@ def test_a_secret_named_as_the_field_is_neither_echoed_nor_recorded(traced: Any)
     span = traced.only_span()
     assert "errscope.field" not in span.attributes
     assert "4eC39HqLyjWD" not in repr(dict(span.attributes))
+
+
+class _RaisingProcessor(SpanProcessor):
+    """A third-party span processor with a bug in one hook (the SDK does not catch it)."""
+
+    def __init__(self, hook: str) -> None:
+        self.hook = hook
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if self.hook == "on_start":
+            raise RuntimeError("processor bug")
+
+    def on_end(self, span: Any) -> None:
+        if self.hook == "on_end":
+            raise RuntimeError("processor bug")
+
+
+@pytest.mark.parametrize("hook", ["on_start", "on_end"])
+def test_a_raising_span_processor_does_not_undo_a_success(
+    hook: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Once the handler returned (the card is charged), the success stands; a line is logged."""
+    provider = TracerProvider()
+    provider.add_span_processor(_RaisingProcessor(hook))
+    charged: list[int] = []
+
+    @tool("charge_card", tracer_provider=provider)
+    def charge_card(amount: int) -> dict[str, int]:
+        charged.append(amount)
+        return {"charged": amount}
+
+    budget = RetryBudget()
+    with caplog.at_level(logging.WARNING, logger="collector.toolkit.adapter"):
+        observation = charge_card({"amount": 5}, budget=budget)
+    assert observation == {"ok": True, "result": {"charged": 5}}
+    assert charged == [5]
+    assert budget.take_decision() == "continue"
+    assert any("telemetry_error" in r.getMessage() for r in caplog.records)
+    assert all("processor bug" not in r.getMessage() for r in caplog.records)
+
+
+def test_a_raising_span_processor_keeps_an_error_counted() -> None:
+    """A failing on_end does not turn denied into internal_error, and the budget still stops."""
+    provider = TracerProvider()
+    provider.add_span_processor(_RaisingProcessor("on_end"))
+
+    @tool("delete_repo", tracer_provider=provider)
+    def delete_repo() -> None:
+        raise Denied()
+
+    budget = RetryBudget()
+    assert delete_repo({}, budget=budget)["error"] == "denied"
+    assert budget.take_decision() == "stop"
+
+
+def test_exception_event_is_scrubbed(traced: Any) -> None:
+    """The span's exception event has the type, a scrubbed message and a redacted trace."""
+
+    @tool("boom", tracer_provider=traced.provider)
+    def boom() -> None:
+        raise RuntimeError(f"login failed with {SECRET} for /home/alice/app")
+
+    boom({})
+    (event,) = traced.only_span().events
+    assert event.name == "exception"
+    assert event.attributes["exception.type"] == "RuntimeError"
+    assert "login failed" in event.attributes["exception.message"]
+    assert "Traceback" in event.attributes["exception.stacktrace"]
+    assert "4eC39HqLyjWD" not in repr(dict(event.attributes))
+    assert "/home/alice" not in event.attributes["exception.stacktrace"]
+
+
+def test_exception_whose_str_raises_is_recorded_without_a_message(traced: Any) -> None:
+    """An exception whose __str__ raises still gives internal_error, budgeted, with its type."""
+
+    class BadStrError(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    @tool("boom", tracer_provider=traced.provider)
+    def boom() -> None:
+        raise BadStrError
+
+    budget = RetryBudget()
+    observation = boom({}, budget=budget)
+    assert observation["error"] == "internal_error"
+    assert "correlation_id" in observation
+    assert budget.take_decision() == "stop"
+    span = traced.only_span()
+    assert span.attributes["errscope.correlation_id"] == observation["correlation_id"]
+    (event,) = span.events
+    assert event.attributes["exception.type"].endswith("BadStrError")
+    assert "exception.message" not in event.attributes

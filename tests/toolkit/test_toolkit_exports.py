@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import collector.toolkit
 
@@ -34,3 +35,9 @@ def test_issue_import_line() -> None:
         coerce_positive_int,
         tool,
     )
+
+
+def test_docstring_names_the_real_exports_test() -> None:
+    """The package docstring points at this file, which pins `__all__`."""
+    assert "tests/toolkit/test_toolkit_exports.py" in (collector.toolkit.__doc__ or "")
+    assert Path(__file__).name == "test_toolkit_exports.py"
