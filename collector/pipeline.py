@@ -89,6 +89,8 @@ _NAME_KEY: Final = "\x00name"  # the span name rides along in the allowlist's on
 _ARGV_KEYS: Final = frozenset({"process.command_args", "process.command_line"})
 _MAX_ORIGINS: Final = 4096
 _EXPOSURE_SCAN_CHARS: Final = 4096
+# A secret the service masked itself (the toolkit scrubs exception messages at the source).
+_MARKER_RE: Final = re.compile(r"\[REDACTED:([a-z0-9][a-z0-9_.-]{0,63})(?::hmac=[0-9a-f]{16})?\]")
 
 
 class NonToolPolicy(StrEnum):
@@ -219,6 +221,7 @@ class Pipeline:
         self.forward = forward  # False: nothing is passed on, so no span is built or scrubbed
         self.failures = 0
         self._origins: dict[tuple[object, ...], tuple[dict[str, Any], dict[str, int]]] = {}
+        self._rule_ids = frozenset(rule.id for rule in self.scrubber.rules.rules)
 
     # ---------------------------------------------------------------- entry point
 
@@ -266,6 +269,7 @@ class Pipeline:
         )
         clean = not kept_found
         counts.add(lost_found)
+        counts.add(self._masked_at_source(view))
         service = self._label(_first_text(resource, sc.SERVICE_NAME), clean) or UNKNOWN_SERVICE
         tool = self._tool_name(tool_span.tool, clean)
         attrs = view.attributes
@@ -340,6 +344,28 @@ class Pipeline:
         # A text repeated on one span (the status message is usually the exception's
         # message) is one exposure, read once.
         return "\n\n".join(dict.fromkeys(t for t in texts if t))
+
+    def _masked_at_source(self, view: SpanView) -> Counter[str]:
+        """Secrets the service masked before export, per rule: still exposures to count.
+
+        The toolkit scrubs an exception message at the source, so the span carries
+        `[REDACTED:<rule>]` where the key was.  Only the scrubber's own rule ids count: a
+        marker is text the span's sender wrote, and an unknown "rule" could be anything.
+        """
+        found: Counter[str] = Counter()
+        texts = [view.status.message]
+        texts += [
+            t
+            for e in view.events
+            for k, v in e.attributes.items()
+            if k == sc.EXCEPTION_MESSAGE
+            for t in _strings(v)
+        ]
+        for text in dict.fromkeys(t for t in texts if "[REDACTED:" in t):
+            for rule in _MARKER_RE.findall(text[:_EXPOSURE_SCAN_CHARS]):
+                if rule in self._rule_ids:
+                    found[rule] += 1
+        return found
 
     def _is_secret(self, value: str, clean: bool) -> bool:
         return not clean and self.scrubber.contains_secret(value)

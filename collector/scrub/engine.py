@@ -701,7 +701,9 @@ def _outside_markers(data: bytes, found: list[tuple[int, int, int]]) -> list[tup
     """Drop findings that overlap an existing mask, so scrubbing twice changes nothing.
 
     A marker such as `[REDACTED:sentry-dsn]` can look like URL userinfo or a key-value pair
-    to a generic rule; what it covers was masked already.
+    to a generic rule; what it covers was masked already.  A finding wholly inside a
+    marker's id is kept: `[REDACTED:sk_live_...]` is marker-shaped text around a real key,
+    not a mask (a rule id never looks like a secret).
     """
     markers = [match.span() for match in _MARKER.finditer(data)]
     if not markers:
@@ -713,7 +715,9 @@ def _outside_markers(data: bytes, found: list[tuple[int, int, int]]) -> list[tup
         # without overlapping a later one too (markers do not overlap each other).
         i = bisect_left(starts, span[1]) - 1
         if i >= 0 and markers[i][1] > span[0]:
-            continue
+            id_start, id_stop = markers[i][0] + len(b"[REDACTED:"), markers[i][1] - 1
+            if not (id_start <= span[0] and span[1] <= id_stop):
+                continue
         kept.append(span)
     return kept
 

@@ -160,3 +160,20 @@ def test_credential_named_attributes_are_masked_whatever_their_value(
     assert (kept["gen_ai.usage.output_tokens"], kept["db.system"]) == (42, "postgresql")
     assert kept["http.request.header.x-functions-key"] == "[REDACTED:secret-named-attribute]"
     assert out.redactions["secret-named-attribute"] == 6
+
+
+def test_a_secret_masked_at_the_source_is_still_counted() -> None:
+    """The toolkit masks an exception message before export: the tool still leaked a key,
+    so the count keeps it; a marker naming no scrub rule is neither counted nor stored."""
+    message = f"GET /v2/customers?api_key=[REDACTED:stripe-secret-key] and [REDACTED:{STRIPE_KEY}]"
+    span = _span(
+        "execute_tool lookup_customer",
+        {**TOOL, "error.type": "internal_error"},
+        events=[("exception", {"exception.type": "RuntimeError", "exception.message": message})],
+    )
+    out = Pipeline().process(from_readable(span))
+    assert out.record is not None
+    # One masked at the source, one whole inside a marker-shaped text: both exposures.
+    assert out.redactions.get("stripe-secret-key") == 2
+    assert STRIPE_KEY not in out.redactions
+    assert out.record.redactions == sum(out.redactions.values())

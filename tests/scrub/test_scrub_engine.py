@@ -180,6 +180,15 @@ def test_scrub_is_idempotent(scrubber: Scrubber) -> None:
         assert scrubber.scrub(once).text == once
 
 
+def test_a_key_dressed_as_a_marker_is_masked(scrubber: Scrubber) -> None:
+    """`[REDACTED:<key>]` is not a mask: the key inside is masked; a real marker is kept."""
+    token = github_style_token(random.Random(8), "ghp_")
+    out = scrubber.scrub(f"a [REDACTED:{token}] and token=[REDACTED:github-pat]")
+    assert token not in out.text
+    assert out.counts == {"github-pat": 1}
+    assert out.text.endswith("token=[REDACTED:github-pat]")
+
+
 def test_contains_secret(scrubber: Scrubber) -> None:
     """contains_secret is true for a secret and false for ids."""
     assert scrubber.contains_secret(github_style_token(random.Random(3), "ghp_"))
