@@ -288,7 +288,8 @@ def from_otlp(
         start_ns=span.start_time_unix_nano,
         end_ns=span.end_time_unix_nano or span.start_time_unix_nano,
         kind=max(span.kind - 1, 0),  # OTLP numbers kinds from 1 (INTERNAL); the SDK from 0
-        status=StatusView(status.code, status.message),
+        # proto3 enums are open: a code past ERROR reaches here as a number; read it as unset.
+        status=StatusView(status.code if 0 <= status.code <= STATUS_ERROR else 0, status.message),
         attributes=_pb_attributes(span.attributes),
         events=tuple(
             EventView(e.name, e.time_unix_nano, _pb_attributes(e.attributes)) for e in span.events

@@ -11,10 +11,13 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource as PbResource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 
 from collector.otlp import decode_json
 from collector.pipeline import NonToolPolicy, Pipeline, Processed
-from collector.spanview import SpanView, from_readable
+from collector.spanview import SpanView, from_otlp, from_readable, to_readable
 from tests.pipeline.spans import RESOURCE, make_span
 
 TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_job"}
@@ -229,3 +232,19 @@ def test_errscope_field_is_passed_on_only_as_the_record_keeps_it(
     assert out.forward is not None
     assert out.record.field == field
     assert out.forward.attributes.get("errscope.field") == field
+
+
+def test_a_status_code_past_error_from_protobuf_forwards_as_unset() -> None:
+    """proto3 enums are open: a sender's status code 7 must not fail the span's forwarding."""
+    span = PbSpan(
+        trace_id=bytes(range(1, 17)),
+        span_id=bytes(range(1, 9)),
+        name="db.query",
+        start_time_unix_nano=1,
+        end_time_unix_nano=2,
+        status=PbStatus(code=7, message="odd"),  # type: ignore[arg-type]
+    )
+    out = Pipeline().process(from_otlp(span, PbResource()))
+    assert out.forward is not None
+    assert out.forward.status.code == 0
+    assert to_readable(out.forward).status.is_unset
