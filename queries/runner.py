@@ -283,6 +283,16 @@ def bind_params(query: NamedQuery, given: Mapping[str, object]) -> dict[str, obj
         else:
             default = param.default
             bound[param.name] = None if default == "null" else _convert(query.name, param, default)
+    since, until = bound.get("since"), bound.get("until")
+    if isinstance(since, datetime) and isinstance(until, datetime) and since > until:
+        # An empty table would read as "nothing happened"; the window is the mistake.
+        raise QueryError(
+            QueryErrorKind.BAD_PARAM_VALUE,
+            "is after until",
+            entry=query.name,
+            field="since",
+            hint="since is the window's start: give an earlier time or a duration (24h)",
+        )
     return bound
 
 

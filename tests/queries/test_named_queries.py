@@ -6,9 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from collector.errors import QueryError, QueryErrorKind
 from collector.record import Deploy, RedactionCount, TracebackSample
 from collector.store import DuckDBStore
-from queries.runner import default_queries
+from queries.runner import bind_params, default_queries
 from tests.queries.traffic import StoreSource, call
 
 T = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -319,3 +320,13 @@ def test_spike_slots_places_days_and_slots(store: DuckDBStore, source: StoreSour
     rows = _rows(source, "spike_slots", until=until, min_recent_errors=3)
     assert [(r["day"], r["slot"], r["errors"]) for r in rows] == [(0, 0, 3), (1, 0, 1)]
     assert _rows(source, "spike_slots", until=until, min_recent_errors=4) == []
+
+
+def test_a_window_that_ends_before_it_starts_is_refused() -> None:
+    """since after until is a mistake to name, not an empty table that reads as quiet."""
+    query = default_queries()["error_rates"]
+    with pytest.raises(QueryError) as caught:
+        bind_params(query, {"since": "2026-11-30T10:00:00Z", "until": "2026-11-29T00:00:00Z"})
+    assert (caught.value.kind, caught.value.field) == (QueryErrorKind.BAD_PARAM_VALUE, "since")
+    same = bind_params(query, {"since": "2026-11-29T00:00:00Z", "until": "2026-11-29T00:00:00Z"})
+    assert same["since"] == same["until"]
