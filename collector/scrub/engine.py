@@ -17,6 +17,8 @@ How a value is scrubbed (`Scrubber.scrub_secrets`):
 5. JSON-escaped (`\\"`, `\\n`, `\\uXXXX`) and percent-encoded (`%2F`) views of the value are
    decoded and scanned too; their findings are mapped back to the original offsets, so a key
    inside `"{\\"api_key\\": \\"...\\"}"` or `?token=...%2F...` is still masked in place.
+   A base64 run that decodes to text (a Kubernetes Secret's `data:`, an `.env` pasted as
+   base64, Basic credentials) is decoded too; a secret inside masks the whole run.
 
 `Scrubber.scrub` first reduces tracebacks to their exception type (tracebacks.py), then masks.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import html
@@ -86,6 +89,22 @@ _ANSI = re.compile(rb"(\x1b\[[0-9;?]*[ -/]*[@-~])")
 _FORM_SPACE = re.compile(rb"[A-Za-z]\+[A-Za-z-]")
 # HTML character references, as an HTML error page or a templated message escapes text.
 _HTML_ENTITY = re.compile(rb"(&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|amp|lt|gt|quot|apos);)")
+# A base64 (or base64url) run long enough to carry a credential line (24 decoded bytes).
+# The rules' Hyperscan scan says whether a value may have one (a one-pattern database does
+# for a decoded view); only then are the runs split out for decoding.
+_BASE64_MIN_CHARS: Final = 32
+# Base64 of ASCII text starts every 4-character group with A-Z or a-f (a byte below 0x80
+# shifted right by two), which most ids and keys of the same length do not.
+_BASE64_TEXT_HS: Final = rb"(?:[A-Za-f][A-Za-z0-9+/_-]{3}){%d}" % (_BASE64_MIN_CHARS // 4)
+# Python's re, not RE2: the RE2 binding's split costs a pass over the rest of the buffer
+# per match (quadratic in a large value); a character-class run cannot backtrack.
+_BASE64_RUN: Final = re.compile(rb"([A-Za-z0-9+/_-]{32,}={0,2})")
+_BASE64_PROBE_CHARS: Final = 128
+_MAX_BASE64_DEPTH: Final = 2  # base64 inside base64 is read; a third level is not
+_URLSAFE_TO_STD: Final = bytes.maketrans(b"-_", b"+/")
+# Printable ASCII and whitespace: 24 random bytes pass with odds below 1e-10, so hex ids
+# and binary blobs are left as they are, and config text is read.
+_NOT_TEXT: Final = bytes(b for b in range(256) if not (32 <= b < 127 or b in b"\t\n\r"))
 _JSON_SIMPLE: Final = {
     b'\\"': b'"',
     b"\\\\": b"\\",
@@ -257,6 +276,30 @@ def _decode_html(token: bytes) -> bytes:
     return html.unescape(token.decode("ascii")).encode("utf-8", "surrogatepass")
 
 
+def _is_text(data: bytes) -> bool:
+    return len(data.translate(None, _NOT_TEXT)) == len(data)
+
+
+def _decode_base64(token: bytes) -> bytes:
+    """The text a base64 run encodes, or the run unchanged when it is not base64 of text."""
+    body = token.rstrip(b"=")
+    if b"-" in body or b"_" in body:
+        if b"+" in body or b"/" in body:
+            return token
+        body = body.translate(_URLSAFE_TO_STD)
+    # A probe of the first 96 bytes rejects binary (an image, a hex id) before the rest.
+    for part in (body[:_BASE64_PROBE_CHARS], body):
+        try:
+            decoded = binascii.a2b_base64(part + b"=" * (-len(part) % 4), strict_mode=True)
+        except binascii.Error:
+            return token
+        if not _is_text(decoded):
+            return token
+        if len(part) == len(body):
+            return decoded
+    return token
+
+
 def _join(parts: list[bytes]) -> bytes:
     # bytes.join allocates a buffer descriptor per item up front; millions of items make
     # that allocation, not the copying, dominate. Joining in slices keeps it linear.
@@ -379,6 +422,8 @@ class Scrubber:
             for keyword in rule.keywords:
                 keywords.setdefault(keyword, n_rules + len(keywords))
         self._compiled: Final = tuple(_compile_rule(rule, keywords) for rule in self.rules.rules)
+        # One more pattern rides in the same scan: a base64 run of text to decode.
+        self._base64_id: Final = n_rules + len(keywords)
         self._always, self._db = self._build_database(keywords)
         self._always_rules = frozenset(i for i in self._always if i < len(self._compiled))
         self._local = threading.local()
@@ -405,6 +450,7 @@ class Scrubber:
             (kid, re.escape(keyword.encode("utf-8")), base | hyperscan.HS_FLAG_CASELESS)
             for keyword, kid in keywords.items()
         ]
+        patterns.append((self._base64_id, _BASE64_TEXT_HS, base))
         always: set[int] = set()
         try:
             return frozenset(), self._compile(patterns)
@@ -430,6 +476,20 @@ class Scrubber:
             flags=[p[2] for p in patterns],
         )
         return db
+
+    def _has_base64_run(self, data: bytes) -> bool:
+        scratch = getattr(self._local, "base64_scratch", None)
+        if scratch is None:
+            scratch = hyperscan.Scratch(_base64_database())
+            self._local.base64_scratch = scratch
+        found = False
+
+        def on_match(_id: int, _from: int, _to: int, _flags: int, _ctx: Any) -> None:
+            nonlocal found
+            found = True  # single-match: Hyperscan reports the pattern once
+
+        _base64_database().scan(data, match_event_handler=on_match, scratch=scratch)
+        return found
 
     def _scratch(self) -> Any:
         scratch = getattr(self._local, "scratch", None)
@@ -537,7 +597,8 @@ class Scrubber:
         digest = hmac.new(self._hmac_key, secret, hashlib.sha256).hexdigest()[:16]
         return f"[REDACTED:{rule_id}:hmac={digest}]".encode()
 
-    def _candidates(self, data: bytes) -> list[int]:
+    def _candidates(self, data: bytes) -> tuple[list[int], bool]:
+        """Rules that may match `data`, and whether it may hold a base64 run of text."""
         hits: set[int] = set()
         if self._db is not None and data:
 
@@ -559,22 +620,30 @@ class Scrubber:
                 if not any(k.encode() in lowered for k in compiled.rule.keywords):
                     continue
             result.append(index)
-        return result
+        return result, self._base64_id in hits
 
-    def _find(self, data: bytes, *, first_only: bool) -> list[tuple[int, int, int]]:
+    def _find(self, data: bytes, *, first_only: bool, depth: int = 0) -> list[tuple[int, int, int]]:
         """Merged, sorted (start, stop, rule index) spans in `data` to mask."""
         if not data:
             return []
-        found: list[tuple[int, int, int]] = []
-        for view in _views(data):
-            for start, stop, index in self._scan(view.data, first_only=first_only):
-                if view.parent is None:
-                    found.append((start, stop, index))
-                else:
-                    raw_start = view.to_raw(start, end=False)
-                    found.append((raw_start, view.to_raw(stop, end=True), index))
+        found, has_base64 = self._scan(data, first_only=first_only)
+        if first_only and found:
+            return found
+        views = _views(data)
+        for view in views[1:]:
+            for start, stop, index in self._scan(view.data, first_only=first_only)[0]:
+                raw_start = view.to_raw(start, end=False)
+                found.append((raw_start, view.to_raw(stop, end=True), index))
                 if first_only:
                     return found
+        if depth < _MAX_BASE64_DEPTH:
+            for view in views:
+                if len(view.data) < _BASE64_MIN_CHARS:
+                    continue
+                if has_base64 if view.parent is None else self._has_base64_run(view.data):
+                    found += self._in_base64(view, first_only=first_only, depth=depth)
+                    if first_only and found:
+                        return found
         if b"[REDACTED:" in data:
             found = _outside_markers(data, found)
         found.sort(key=lambda span: (span[0], span[2]))
@@ -587,8 +656,34 @@ class Scrubber:
                 merged.append((start, stop, index))
         return merged
 
-    def _scan(self, data: bytes, *, first_only: bool) -> list[tuple[int, int, int]]:
-        """Findings in one view, in windows so the candidate set follows the local content.
+    def _in_base64(
+        self, view: _View, *, first_only: bool, depth: int
+    ) -> list[tuple[int, int, int]]:
+        """Whole base64 runs of `view` whose decoded text holds a secret, in raw offsets.
+
+        Each run's text is scrubbed on its own (its own views included), so a value is
+        not scanned a second time whole for a run or two in it.
+        """
+        found: list[tuple[int, int, int]] = []
+        for match in _BASE64_RUN.finditer(view.data):
+            token = match.group()
+            decoded = _decode_base64(token)
+            if decoded is token:
+                continue
+            inner = self._find(decoded, first_only=True, depth=depth + 1)
+            if not inner:
+                continue
+            start, stop = match.span()
+            if view.parent is not None:
+                start, stop = view.to_raw(start, end=False), view.to_raw(stop, end=True)
+            found.append((start, stop, inner[0][2]))
+            if first_only:
+                break
+        return found
+
+    def _scan(self, data: bytes, *, first_only: bool) -> tuple[list[tuple[int, int, int]], bool]:
+        """Findings in one view, in windows so the candidate set follows the local content,
+        and whether the view may hold a base64 run of text.
 
         A large value is scanned in overlapping windows: each window gets its own Hyperscan
         candidates, so a 10 MiB value costs per byte what a 64 KiB one does instead of every
@@ -607,9 +702,12 @@ class Scrubber:
             ]
         extended: dict[int, int] = {}
         found: list[tuple[int, int, int]] = []
+        has_base64 = False
         for lo, hi in windows:
             window = data if hi - lo == size else data[lo:hi]
-            for index in self._candidates(window):
+            candidates, window_base64 = self._candidates(window)
+            has_base64 = has_base64 or window_base64
+            for index in candidates:
                 compiled = self._compiled[index]
                 for match in compiled.regex.finditer(data, lo, hi):
                     whole = match
@@ -624,8 +722,8 @@ class Scrubber:
                     if span is not None:
                         found.append((span[0], span[1], index))
                         if first_only:
-                            return found
-        return found
+                            return found, has_base64
+        return found, has_base64
 
     def _confirm(self, compiled: _Compiled, data: bytes, match: Any) -> tuple[int, int] | None:
         """The secret span of one regex match, if it passes the rule's checks."""
@@ -695,6 +793,15 @@ class Scrubber:
             if checks and (all(checks) if allow.condition == "AND" else any(checks)):
                 return True
         return False
+
+
+@functools.cache
+def _base64_database() -> Any:
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(
+        expressions=[_BASE64_TEXT_HS], ids=[0], elements=1, flags=[hyperscan.HS_FLAG_SINGLEMATCH]
+    )
+    return db
 
 
 def _outside_markers(data: bytes, found: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:

@@ -7,6 +7,7 @@ import html
 import json
 import random
 import threading
+from base64 import b64encode, urlsafe_b64encode
 from collections.abc import Callable
 from urllib.parse import quote
 
@@ -92,6 +93,32 @@ def test_planted_secret_in_wrapper_is_masked(
     planted = SAMPLES[rule_id].make(random.Random(17))
     out = pii_scrubber.scrub(wrap(planted.text)).text
     assert _gone(planted.core, out)
+
+
+@pytest.mark.parametrize("encode", [b64encode, urlsafe_b64encode], ids=["std", "urlsafe"])
+@pytest.mark.parametrize("rule_id", ALL_RULE_IDS)
+def test_a_secret_in_base64_text_masks_the_whole_run(
+    pii_scrubber: Scrubber, rule_id: str, encode: Callable[[bytes], bytes]
+) -> None:
+    """A config pasted as base64 (a Kubernetes Secret's data) is read: the run is masked."""
+    planted = SAMPLES[rule_id].make(random.Random(17))
+    run = encode(f"config:\n{planted.text}\n".encode()).decode()
+    out = pii_scrubber.scrub(f"data:\n  env: {run}\nkind: Secret").text
+    assert run not in out
+    assert out.startswith("data:\n  env: [REDACTED:")
+    assert out.endswith("]\nkind: Secret")
+
+
+def test_base64_of_plain_text_or_binary_is_left_alone(scrubber: Scrubber) -> None:
+    """Ordinary text, hex ids and random bytes in base64 are not masked."""
+    rng = random.Random(4)
+    for raw in (
+        b"hello world, this is an ordinary sentence about orders",
+        bytes(rng.randrange(256) for _ in range(48)),
+        b"4bf92f3577b34da6a3ce929d0e0e4736",
+    ):
+        text = f"blob {b64encode(raw).decode()} end"
+        assert scrubber.scrub(text).text == text
 
 
 _INVISIBLE = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad")
