@@ -24,7 +24,12 @@ Promises:
 - logs carry codes, counts and correlation ids, never payload contents nor tracebacks;
 - SIGTERM/SIGINT stop the listeners, answer the requests already read, close connections
   that have not sent a whole request within `DRAIN_GRACE_S`, drain the queue, commit, and
-  exit 0.
+  exit 0; when the store's final checkpoint fails (a full disk), it logs `store_io_error`
+  and exits `EXIT_STORE_IO` (74, sysexits' EX_IOERR): the acknowledged spans are in the
+  store's write-ahead log, which the next start folds in;
+- a store DuckDB invalidates (a checkpoint failed on a full disk) is reopened while exports
+  get 503, and a store file deleted under the sidecar stops every acknowledgement
+  (`collector.writer`).
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ from collector.errors import (
     QueryErrorKind,
     RecordError,
     RecordErrorKind,
+    StoreError,
 )
 from collector.forward import Forwarder, make_exporter
 from collector.otlp import (
@@ -97,11 +103,13 @@ from collector.writer import Writer
 from queries.runner import run_query
 from queries.source import ARROW_STREAM
 
-__all__ = ["ServeConfig", "Sidecar", "parse_address", "refuse_secret_labels"]
+__all__ = ["EXIT_STORE_IO", "ServeConfig", "Sidecar", "parse_address", "refuse_secret_labels"]
 
 log = logging.getLogger("errscope.serve")
 
 RETRY_AFTER_S: Final = 1
+# `errscope serve`'s exit status when the store cannot be closed cleanly (sysexits EX_IOERR).
+EXIT_STORE_IO: Final = 74
 DEFAULT_MAX_INFLIGHT_BYTES: Final = 64 * 1024 * 1024
 MIN_LIMIT_BYTES: Final = 1024  # a smaller body or in-flight limit would refuse every export
 DEFAULT_STORE_MEMORY: Final = DEFAULT_MEMORY_LIMIT
@@ -258,6 +266,15 @@ class ServeConfig:
                     field=name,
                     hint="the defaults are 16 MiB per body and 64 MiB in flight",
                 )
+        if self.max_inflight_bytes < self.max_body_bytes:
+            # A body of the largest size would never be admitted once anything else is in
+            # flight: under steady load its client would get 503 for ever.
+            raise ConfigError(
+                ConfigErrorKind.BAD_VALUE,
+                f"must be at least --max-body-bytes ({self.max_body_bytes:,})",
+                field="max-inflight-bytes",
+                hint="raise --max-inflight-bytes or lower --max-body-bytes",
+            )
 
 
 # ------------------------------------------------------------------ metrics
@@ -548,8 +565,10 @@ class Sidecar:
         self.writer.stop()
         if self.forwarder is not None:
             self.forwarder.stop()
-        self.store.close()
-        self.stopped.set()
+        try:
+            self.store.close()  # may raise StoreError: its final checkpoint failed
+        finally:
+            self.stopped.set()
 
     def health(self) -> dict[str, Any]:
         """The /healthz body."""
@@ -1535,7 +1554,8 @@ def keep_pandas_out() -> bool:
 
 
 def run(config: ServeConfig) -> int:
-    """Start the sidecar, print the ready line, serve until SIGTERM/SIGINT, drain, exit 0."""
+    """Start the sidecar, print the ready line, serve until SIGTERM/SIGINT, drain; the exit
+    status: 0, or `EXIT_STORE_IO` when the store could not be closed cleanly."""
     limit_malloc_arenas()
     keep_pandas_out()
     sidecar = Sidecar(config)
@@ -1557,7 +1577,14 @@ def run(config: ServeConfig) -> int:
         pass  # wake twice a second so the signal handler's flag is seen promptly
     log.info("draining")
     started = time.monotonic()
-    sidecar.stop()
+    try:
+        sidecar.stop()
+    except StoreError as exc:
+        log.error(  # noqa: TRY400 - one line with the code, never a traceback
+            "store not closed cleanly; acknowledged spans stay in its write-ahead log",
+            extra={"code": "store_io_error", "reason": str(exc.kind)},
+        )
+        return EXIT_STORE_IO
     log.info(
         "stopped",
         extra={

@@ -114,7 +114,12 @@ def serve(
     log_format: str,
     catalogs: tuple[str, ...],
 ) -> None:
-    """Run the sidecar: OTLP in, stored tool-call codes, query API, optional forwarding."""
+    """Run the sidecar: OTLP in, stored tool-call codes, query API, optional forwarding.
+
+    Exit status: 0 after a clean drain; 2 for a bad flag or a store that cannot be opened;
+    74 when the store's final checkpoint fails on SIGTERM (a full disk: the acknowledged
+    spans stay in its write-ahead log, folded in at the next start).
+    """
     from collector.cli import handle_errors  # noqa: PLC0415 - collector.cli imports this module
 
     @handle_errors

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from collector.pipeline import NON_TOOL, UNKNOWN_SERVICE, Processed
 from collector.record import Deploy, RedactionCount, ToolCall, TracebackSample
+from collector.store import DuckDBStore, StoreFault
 
 __all__ = ["Store", "StoreBatch", "StoreSink", "WriteResult"]
 
@@ -107,6 +108,16 @@ class StoreSink:
         """Close the store (checkpointing a DuckDB file)."""
         with self._lock:
             self.store.close()
+
+    def fault(self, *, probe: bool = True) -> StoreFault | None:
+        """Why the store can take no more writes, or None (always None but for a DuckDB file)."""
+        return self.store.fault(probe=probe) if isinstance(self.store, DuckDBStore) else None
+
+    def reopen(self) -> None:
+        """Reopen the store after `StoreFault.INVALIDATED`; raises while it cannot be opened."""
+        if isinstance(self.store, DuckDBStore):
+            with self._lock:
+                self.store.reopen()
 
     def write(self, batch: StoreBatch) -> WriteResult:
         """Commit the batch: calls first (the acknowledgement depends on them), then the rest.

@@ -21,7 +21,15 @@ Promises:
 - `memory_limit` (the sidecar sets one) bounds DuckDB's buffer pool, which otherwise
   keeps the table's blocks cached up to 80% of the machine's memory;
 - every record is validated first (`collector.record`); a bad one fails the whole batch
-  with a `RecordError` naming the field, before anything is written.
+  with a `RecordError` naming the field, before anything is written;
+- a store that fails to be created (a full disk) removes the file(s) it had just created,
+  so the next start does not meet an empty file it cannot open;
+- `fault()` says when the store cannot be written any more: DuckDB invalidated the
+  database after a fatal error (a checkpoint failed on a full disk; `reopen()` recovers),
+  or the file at `path` was deleted or replaced under the open store (writes would go to
+  an unlinked inode);
+- `close()` raises `StoreError(WRITE_FAILED)` when its final checkpoint fails, never
+  DuckDB's own exception: what was committed stays in the write-ahead log.
 
 Thread-safety: one `DuckDBStore` may be shared by threads; writes are serialised by a
 lock, reads use their own cursors.
@@ -29,12 +37,14 @@ lock, reads use their own cursors.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from importlib import resources
 from pathlib import Path
 from typing import Final, TypeVar
@@ -62,6 +72,7 @@ __all__ = [
     "DuckDBStore",
     "Migration",
     "PruneReport",
+    "StoreFault",
     "check_schema_readable",
     "migrations",
     "open_store",
@@ -132,6 +143,20 @@ def check_schema_readable(current: int, entry: str, *, read_only: bool = False) 
         )
 
 
+class StoreFault(StrEnum):
+    """Why an open store can take no more writes; the value is the log code.
+
+    INVALIDATED: DuckDB refused every statement after a fatal error (a checkpoint that
+    failed on a full disk); `DuckDBStore.reopen` recovers once the cause is gone.
+    FILE_MISSING: the file at the store's path was deleted or replaced while open, so
+    writes would land in an unlinked inode and vanish at exit; reopening would start an
+    empty store, so only an operator can decide what to do.
+    """
+
+    INVALIDATED = "store_invalidated"
+    FILE_MISSING = "store_file_missing"
+
+
 @dataclass(frozen=True, slots=True)
 class PruneReport:
     """How many rows retention removed from each table."""
@@ -140,12 +165,23 @@ class PruneReport:
     deleted: dict[str, int]
 
 
-def _map_open_error(exc: duckdb.Error, path: str) -> StoreError:
+def _is_lock_error(exc: duckdb.Error, path: str) -> bool:
     # The message quotes the path: a folder named "blocklist" must not read as a lock.
     text = str(exc).replace(path, "").lower()
-    if "could not set lock" in text or "conflicting lock" in text:
+    return "could not set lock" in text or "conflicting lock" in text
+
+
+def _map_open_error(exc: duckdb.Error, path: str, *, created: bool = False) -> StoreError:
+    if _is_lock_error(exc, path):
         return StoreError(
             StoreErrorKind.LOCKED, "database file is locked", entry=path, hint=_LOCKED_HINT
+        )
+    if created:
+        return StoreError(
+            StoreErrorKind.WRITE_FAILED,
+            f"cannot create the database ({type(exc).__name__})",
+            entry=path,
+            hint="check that the disk has free space and the folder is writable",
         )
     return StoreError(
         StoreErrorKind.UNREADABLE,
@@ -181,7 +217,16 @@ class DuckDBStore:
     ) -> None:
         self.path = str(path)
         self.read_only = read_only
-        if self.path != ":memory:" and not read_only:
+        if memory_limit is not None and not is_memory_size(memory_limit):
+            raise StoreError(
+                StoreErrorKind.BAD_SETTING,
+                "not a memory size",
+                field="memory_limit",
+                hint=MEMORY_SIZE_HINT,
+            )
+        self._memory_limit = memory_limit
+        on_disk = self.path != ":memory:"
+        if on_disk and not read_only:
             try:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -191,38 +236,48 @@ class DuckDBStore:
                     entry=self.path,
                     hint="pass a path in a writable folder",
                 ) from None
-        if read_only and self.path != ":memory:" and not Path(self.path).exists():
+        if read_only and on_disk and not Path(self.path).exists():
             raise StoreError(
                 StoreErrorKind.UNREADABLE,
                 "database file does not exist",
                 entry=self.path,
                 hint="pass the path of a store written by `errscope serve`",
             )
-        try:
-            self._con = duckdb.connect(self.path, read_only=read_only)
-        except duckdb.Error as exc:
-            raise _map_open_error(exc, self.path) from exc
+        # The files a new store's open creates are removed again if it fails (a full disk):
+        # an empty or half-written store file would refuse every later start.
+        creating = on_disk and not read_only and not Path(self.path).exists()
+        new_files = [p for p in (Path(self.path), Path(f"{self.path}.wal")) if not p.exists()]
         # Re-entrant: the appends inside `atomically` take it again on the same thread.
         self._write_lock = threading.RLock()
         self._atomic_thread: int | None = None  # the thread inside `atomically`, if any
         self._replaying = False  # `atomically`'s second run: calls go in with OR IGNORE
         self._closed = False
-        if memory_limit is not None:
-            if not is_memory_size(memory_limit):
-                self._con.close()
-                raise StoreError(
-                    StoreErrorKind.BAD_SETTING,
-                    "not a memory size",
-                    field="memory_limit",
-                    hint=MEMORY_SIZE_HINT,
-                )
-            self._con.execute(f"SET memory_limit = '{memory_limit.strip()}'")  # no quotes in it
+        self._file_id: tuple[int, int] | None = None  # (device, inode) opened, for `fault`
         try:
-            if read_only:
+            self._connect()
+        except BaseException as exc:
+            # A lock error means another process made the file: it is not ours to remove.
+            if creating and not (isinstance(exc, duckdb.Error) and _is_lock_error(exc, self.path)):
+                for file in new_files:
+                    file.unlink(missing_ok=True)
+            if isinstance(exc, duckdb.Error):
+                raise _map_open_error(exc, self.path, created=creating) from exc
+            raise
+
+    def _connect(self) -> None:
+        """Open the database, apply the settings, then check or migrate its schema."""
+        self._con = duckdb.connect(self.path, read_only=self.read_only)
+        try:
+            if self._memory_limit is not None:  # checked by `is_memory_size`: no quotes in it
+                self._con.execute(f"SET memory_limit = '{self._memory_limit.strip()}'")
+            if self.read_only:
                 self._check_version_readable()
             else:
                 self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
                 self.migrate()
+            if self.path != ":memory:":
+                opened = os.stat(self.path)
+                self._file_id = (opened.st_dev, opened.st_ino)
         except BaseException:
             self._con.close()  # else the file stays held, in this process, in this mode
             raise
@@ -230,15 +285,67 @@ class DuckDBStore:
     # ------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        """Checkpoint (when writable) and release the file."""
+        """Checkpoint (when writable) and release the file.
+
+        A failed checkpoint (a full disk) raises `StoreError(WRITE_FAILED)`; the file is
+        released all the same, and what was committed stays in the write-ahead log, which
+        the next open folds in.
+        """
         if self._closed:
             return
         self._closed = True
         try:
             if not self.read_only:
                 self._con.execute("CHECKPOINT")
+        except duckdb.Error as exc:
+            raise StoreError(
+                StoreErrorKind.WRITE_FAILED,
+                f"final checkpoint failed ({type(exc).__name__})",
+                entry=self.path,
+                hint="committed rows are kept in the write-ahead log: free disk space and "
+                "start again to fold them in",
+            ) from exc
         finally:
-            self._con.close()
+            with suppress(duckdb.Error):
+                self._con.close()
+
+    def fault(self, *, probe: bool = True) -> StoreFault | None:
+        """Why the store can take no more writes, or None when it can (see `StoreFault`).
+
+        A stat (~2 us), then with `probe` a `SELECT 1` (~0.2 ms) to see whether DuckDB has
+        invalidated the database: the sidecar's writer probes only after a failed commit.
+        """
+        if self._file_id is not None:
+            try:
+                now = os.stat(self.path)
+            except OSError:
+                return StoreFault.FILE_MISSING
+            if (now.st_dev, now.st_ino) != self._file_id:
+                return StoreFault.FILE_MISSING
+        if not probe:
+            return None
+        with self._write_lock:
+            try:
+                self._con.execute("SELECT 1")
+            except duckdb.Error:
+                return StoreFault.INVALIDATED
+        return None
+
+    def reopen(self) -> None:
+        """Drop the connection (with no checkpoint) and open the file again.
+
+        For a database DuckDB has invalidated after a fatal error: it refuses every
+        statement until reopened.  Raises `StoreError` while the file cannot be opened
+        (the disk still full); call again later.
+        """
+        with self._write_lock:
+            with suppress(duckdb.Error):
+                self._con.close()
+            try:
+                self._connect()
+            except duckdb.Error as exc:
+                raise _map_open_error(exc, self.path) from exc
+            self._closed = False
 
     def __enter__(self) -> DuckDBStore:
         return self

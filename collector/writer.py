@@ -11,6 +11,15 @@ None when it is full, and the receiver answers with the retryable overload statu
 commit (full disk, I/O error) resolves the waiting acks as failed, marks the writer unhealthy
 until a later commit succeeds, and never acknowledges what was not written.  `stop()` drains
 the queue and commits it.
+
+After every commit, failed or not, the writer asks the sink for a `StoreFault` (a stat of
+the file; after a failure also a probe of the connection); while one stands, every batch is
+refused at once (the receiver answers 503) and the writer is unhealthy.  An invalidated
+store (DuckDB after a fatal error, such as a checkpoint failing on a full disk) is
+reopened, retried with backoff from `REOPEN_FIRST_DELAY_S` up to `REOPEN_MAX_DELAY_S`
+until it opens; the writer is healthy again once it has.  A store file deleted or replaced
+under the sidecar is not reopened (that would start an empty store):
+the writer stays unhealthy until an operator restarts it.
 """
 
 from __future__ import annotations
@@ -21,10 +30,11 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, assert_never
 
 from collector.sink import StoreBatch, StoreSink, WriteResult
 from collector.spanview import SpanView
+from collector.store import StoreFault
 
 __all__ = ["Ack", "Writer"]
 
@@ -33,6 +43,8 @@ log = logging.getLogger("errscope.writer")
 DEFAULT_MAX_QUEUE_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_MAX_DELAY_S: Final = 0.2
 DEFAULT_MAX_SPANS: Final = 5000
+REOPEN_FIRST_DELAY_S: Final = 0.2
+REOPEN_MAX_DELAY_S: Final = 10.0
 
 
 class Ack:
@@ -90,6 +102,9 @@ class Writer:
         self.healthy = True
         self.commits = 0
         self.commit_failures = 0
+        self.fault: StoreFault | None = None  # set by the writer thread only
+        self._reopen_at = 0.0  # monotonic time of the next reopen attempt
+        self._reopen_delay_s = REOPEN_FIRST_DELAY_S
         self._thread = threading.Thread(target=self._run, name="errscope-writer", daemon=True)
         self._thread.start()
 
@@ -115,15 +130,23 @@ class Writer:
             self._cond.notify()
         return item.ack
 
-    def _take(self) -> list[_Item]:
+    def _take(self) -> list[_Item] | None:
+        """The next group of queued batches; [] when a reopen is due; None when stopped."""
         with self._cond:
             while not self._queue and not self._stopping:
-                self._cond.wait()
+                if self.fault is not StoreFault.INVALIDATED:
+                    self._cond.wait()
+                    continue
+                remaining = self._reopen_at - time.monotonic()
+                if remaining <= 0:
+                    return []
+                self._cond.wait(remaining)
             if not self._queue:
-                return []
+                return None
             deadline = time.monotonic() + self.max_delay_s
             spans = sum(len(i.batch) for i in self._queue)
-            while spans < self.max_spans and not self._stopping:
+            # No grouping while the store is faulted: the refusal might as well be prompt.
+            while spans < self.max_spans and not self._stopping and self.fault is None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -134,41 +157,102 @@ class Writer:
             return items
 
     def _run(self) -> None:
-        while True:
-            items = self._take()
-            if not items:
-                return
-            merged = StoreBatch()
-            forward: list[SpanView] = []
-            for item in items:
-                merged.extend(item.batch)
-                forward.extend(item.forward)
-            started = time.perf_counter()
+        while (items := self._take()) is not None:
+            if self.fault is StoreFault.INVALIDATED and time.monotonic() >= self._reopen_at:
+                self._reopen()
+            if self.fault is not None:
+                self._finish(items, ok=False)  # never acknowledged: the store cannot keep it
+            elif items:
+                self._commit(items)
+
+    def _commit(self, items: list[_Item]) -> None:
+        merged = StoreBatch()
+        forward: list[SpanView] = []
+        for item in items:
+            merged.extend(item.batch)
+            forward.extend(item.forward)
+        started = time.perf_counter()
+        try:
+            result = self.sink.write(merged)
+        except Exception as exc:  # noqa: BLE001 - any failure means "not written": never ack
+            self.healthy = False
+            self.commit_failures += 1
+            fault = self.sink.fault()
+            log.error(  # noqa: TRY400 - the exception text may carry payload: class only
+                "commit failed; not acknowledging",
+                extra={
+                    "code": fault or "store_write_failed",
+                    "error_class": type(exc).__name__,
+                    "spans": len(merged),
+                },
+            )
+            if fault is not None:
+                self._set_fault(fault)
+            self._finish(items, ok=False)
+            return
+        # A successful commit cannot have invalidated the store: only the file is checked.
+        fault = self.sink.fault(probe=False)
+        if fault is not None:
+            # Committed, but to a store that cannot keep it (a deleted file's inode).
+            self.commit_failures += 1
+            self._set_fault(fault)
+            self._finish(items, ok=False)
+            return
+        self.healthy = True
+        self.commits += 1
+        self._reopen_delay_s = REOPEN_FIRST_DELAY_S
+        self._finish(items, ok=True)
+        if self.on_commit is not None:
             try:
-                result = self.sink.write(merged)
-            except Exception as exc:  # noqa: BLE001 - any failure means "not written": never ack
-                self.healthy = False
-                self.commit_failures += 1
-                log.error(  # noqa: TRY400 - the exception text may carry payload: class only
-                    "commit failed; not acknowledging",
-                    extra={
-                        "code": "store_write_failed",
-                        "error_class": type(exc).__name__,
-                        "spans": len(merged),
-                    },
+                self.on_commit(merged, result, forward, time.perf_counter() - started)
+            except Exception as exc:  # noqa: BLE001 - metrics/forwarding never stop the writer
+                log.warning("after-commit hook failed", extra={"error_class": type(exc).__name__})
+
+    def _set_fault(self, fault: StoreFault) -> None:
+        """Refuse every batch from now on; for an invalidated store, plan its reopening."""
+        self.healthy = False
+        self.fault = fault
+        match fault:
+            case StoreFault.INVALIDATED:
+                self._plan_reopen()
+                log.error("store invalidated; reopening it", extra={"code": fault})
+            case StoreFault.FILE_MISSING:
+                log.error(
+                    "store file deleted or replaced; refusing exports until restarted",
+                    extra={"code": fault},
                 )
-                self._finish(items, ok=False)
-                continue
-            self.healthy = True
-            self.commits += 1
-            self._finish(items, ok=True)
-            if self.on_commit is not None:
-                try:
-                    self.on_commit(merged, result, forward, time.perf_counter() - started)
-                except Exception as exc:  # noqa: BLE001 - metrics/forwarding never stop the writer
-                    log.warning(
-                        "after-commit hook failed", extra={"error_class": type(exc).__name__}
-                    )
+            case _:
+                assert_never(fault)
+
+    def _plan_reopen(self) -> None:
+        # The delay doubles until a commit succeeds: a store that reopens but fails again at
+        # its next checkpoint (the disk still full) is not reopened in a tight loop.
+        self._reopen_at = time.monotonic() + self._reopen_delay_s
+        self._reopen_delay_s = min(self._reopen_delay_s * 2, REOPEN_MAX_DELAY_S)
+
+    def _reopen(self) -> None:
+        """One attempt at reopening an invalidated store; on failure, the next is planned."""
+        error_class = "StoreFault"
+        try:
+            self.sink.reopen()
+            fault = self.sink.fault()
+        except Exception as exc:  # noqa: BLE001 - still unusable (a full disk): try again later
+            fault, error_class = StoreFault.INVALIDATED, type(exc).__name__
+        match fault:
+            case None:
+                self.fault = None
+                self.healthy = True
+                log.info("store reopened", extra={"code": "store_reopened"})
+            case StoreFault.INVALIDATED:
+                self._plan_reopen()
+                log.warning(
+                    "store reopen failed; retrying",
+                    extra={"code": "store_reopen_failed", "error_class": error_class},
+                )
+            case StoreFault.FILE_MISSING:
+                self._set_fault(fault)
+            case _:
+                assert_never(fault)
 
     def _finish(self, items: list[_Item], *, ok: bool) -> None:
         with self._cond:

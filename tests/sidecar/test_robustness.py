@@ -221,7 +221,7 @@ def test_overload_answers_retryable_and_loses_nothing_acknowledged(tmp_path: Pat
     lock = threading.Lock()
     acked: set[tuple[str, str]] = set()
     refusals: list[tuple[str, Any]] = []
-    with sidecar(store, "--max-inflight-bytes", "100000") as served:
+    with sidecar(store, "--max-inflight-bytes", "100000", "--max-body-bytes", "100000") as served:
         baseline_kib = served.rss_kib()
         peak_kib = [baseline_kib]
         sampling = threading.Event()
