@@ -26,6 +26,7 @@ from typing import Final
 import click
 
 from collector.errors import ErrscopeError
+from collector.ports import bind_refusal
 from collector.units import parse_duration, parse_time
 from queries.source import ApiSource
 
@@ -68,21 +69,12 @@ def free_port(host: str = _ADDRESS) -> int:
 def check_port_free(host: str, port: int) -> None:
     """Refuse a port another process holds before Streamlit starts (it would print the URL,
     then fail on its own with exit 1)."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError:
-        return  # Streamlit reports a bad host itself
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            raise click.BadParameter(
-                f"cannot listen on {host}:{port} ({exc.strerror}); pick another, or 0 for a "
-                "free one",
-                param_hint="--port",
-            ) from None
+    refusal = bind_refusal(host, port)  # a host that does not resolve: Streamlit says so
+    if refusal is not None:
+        raise click.BadParameter(
+            f"cannot listen on {host}:{port} ({refusal}); pick another, or 0 for a free one",
+            param_hint="--port",
+        )
 
 
 def streamlit_command(port: int, host: str = _ADDRESS) -> list[str]:

@@ -91,6 +91,7 @@ from collector.otlp import (
     read_body,
 )
 from collector.pipeline import NonToolPolicy, Pipeline
+from collector.ports import bind_refusal
 from collector.record import Deploy
 from collector.scrub import Scrubber, default_scrubber
 from collector.signals import set_soon
@@ -173,20 +174,9 @@ def _check_free(host: str, port: int, name: str) -> None:
     """
     if port == 0:
         return
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError:
-        return  # gRPC's own bind reports what is wrong with the address
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        # As gRPC binds: a port left in TIME_WAIT by a sidecar just stopped is free.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            raise ConfigError(
-                ConfigErrorKind.BAD_VALUE, f"cannot bind ({exc.strerror})", field=name
-            ) from None
+    refusal = bind_refusal(host, port)
+    if refusal is not None:
+        raise ConfigError(ConfigErrorKind.BAD_VALUE, f"cannot bind ({refusal})", field=name)
 
 
 def is_loopback(host: str) -> bool:

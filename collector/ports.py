@@ -1,0 +1,28 @@
+"""Whether a listening address is free, asked before a server that reports it badly binds."""
+
+from __future__ import annotations
+
+import socket
+
+__all__ = ["bind_refusal"]
+
+
+def bind_refusal(host: str, port: int) -> str | None:
+    """Why `host:port` cannot be bound now (the OS's words), or None when it can.
+
+    Binds as the servers do, with SO_REUSEADDR, so a port left in TIME_WAIT by a process
+    just stopped counts as free.  A host that does not resolve is None: the server's own
+    bind reports what is wrong with the address.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return exc.strerror or type(exc).__name__
+    return None
