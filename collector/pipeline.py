@@ -111,9 +111,11 @@ class Processed:
     redactions: Mapping[str, int] = field(default_factory=dict)
     failed: bool = False
     rejected: str | None = None  # why the span was refused (bad ids): partial success
-    # Where a span with no record counted its redactions: its service and start time.
+    # Where a span with no record counted its redactions: its service and start time, and
+    # its (trace_id, span_id), so a client's retry of the span is not counted again.
     service: str | None = None
     ts: datetime | None = None
+    span_key: tuple[str, str] | None = None
 
 
 class _Counts:
@@ -546,6 +548,7 @@ class Pipeline:
             redactions=dict(counts.by_rule),
             service=service,
             ts=_ns_to_dt(view.start_ns),
+            span_key=(view.trace_id, view.span_id),
         )
 
     # ---------------------------------------------------------------- scrubbing helpers

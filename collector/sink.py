@@ -9,18 +9,21 @@ in-process exporter both use it, so both store exactly the same rows.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Final, Protocol
 
 from collector.pipeline import NON_TOOL, UNKNOWN_SERVICE, Processed
 from collector.record import Deploy, RedactionCount, ToolCall, TracebackSample
 from collector.store import DuckDBStore, StoreFault
 
-__all__ = ["Store", "StoreBatch", "StoreSink", "WriteResult"]
+__all__ = ["MAX_COUNTED_SPANS", "Store", "StoreBatch", "StoreSink", "WriteResult"]
+
+MAX_COUNTED_SPANS: Final = 65_536
 
 
 class Store(Protocol):
@@ -45,6 +48,8 @@ class StoreBatch:
     # The tool calls among `calls` that carry redaction counts, with them: a replayed call
     # is stored once, and so must its counts be (see `StoreSink.write`).
     call_redactions: list[tuple[ToolCall, Mapping[str, int]]] = field(default_factory=list)
+    # The same for spans that are not tool calls (no row to find them by): see `StoreSink`.
+    span_redactions: list[Processed] = field(default_factory=list)
     versions: dict[tuple[str, str, str | None], datetime] = field(default_factory=dict)
     failed: int = 0
     rejected: int = 0
@@ -69,6 +74,8 @@ class StoreBatch:
             _add_counts(self.redactions, record or processed, processed.redactions)
             if record is not None:
                 self.call_redactions.append((record, processed.redactions))
+            elif processed.span_key is not None:
+                self.span_redactions.append(processed)
 
     def extend(self, other: StoreBatch) -> None:
         """Merge another batch into this one (the writer groups commits)."""
@@ -76,6 +83,7 @@ class StoreBatch:
         self.tracebacks.extend(other.tracebacks)
         self.redactions.update(other.redactions)
         self.call_redactions.extend(other.call_redactions)
+        self.span_redactions.extend(other.span_redactions)
         for key, ts in other.versions.items():
             if key not in self.versions or ts < self.versions[key]:
                 self.versions[key] = ts
@@ -103,6 +111,9 @@ class StoreSink:
         self.store = store
         self._lock = threading.Lock()
         self._known: set[tuple[str, str, str | None]] = set(store.known_versions())
+        # Hashes of the non-tool spans whose redaction counts were committed lately, oldest
+        # first: a client retries an export whose answer it missed within seconds.
+        self._counted_spans: dict[int, None] = {}
 
     def close(self) -> None:
         """Close the store (checkpointing a DuckDB file)."""
@@ -136,13 +147,43 @@ class StoreSink:
                 for (s, v, e), ts in batch.versions.items()
                 if (s, v, e) not in self._known
             ]
+            counted = self._uncounted_spans(batch)
             atomically = getattr(self.store, "atomically", None)
             if atomically is None:
                 result = self._write(batch, new)
             else:
                 result = atomically(lambda: self._write(batch, new))
             self._known.update((d.service, d.version, d.environment) for d in new)
+            self._remember_counted(counted)
         return result
+
+    def _uncounted_spans(self, batch: StoreBatch) -> list[int]:
+        """Take out of `batch` the counts of non-tool spans already counted; the rest's keys.
+
+        A span with no tool call leaves no row to recognise its replay by, so the sink
+        remembers the last `MAX_COUNTED_SPANS` it counted (in this process: a retry after
+        a restart counts twice).  Only spans with a redaction are remembered.
+        """
+        fresh: list[int] = []
+        seen: set[int] = set()
+        replayed: Counter[tuple[datetime, str, str, str]] = Counter()
+        for processed in batch.span_redactions:
+            key = hash(processed.span_key)
+            if key in self._counted_spans or key in seen:
+                _add_counts(replayed, processed, processed.redactions)
+            else:
+                seen.add(key)
+                fresh.append(key)
+        if replayed:
+            batch.redactions -= replayed
+        return fresh
+
+    def _remember_counted(self, keys: list[int]) -> None:
+        self._counted_spans.update(dict.fromkeys(keys))
+        excess = len(self._counted_spans) - MAX_COUNTED_SPANS
+        if excess > 0:
+            for key in list(itertools.islice(self._counted_spans, excess)):
+                del self._counted_spans[key]
 
     def _write(self, batch: StoreBatch, new_deploys: list[Deploy]) -> WriteResult:
         """Every append of one batch; may run twice (see `DuckDBStore.atomically`)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -211,23 +212,26 @@ def _post(
             return exc.code, exc.read(), dict(exc.headers)
 
 
-def _tool_redactions(store: Path) -> dict[tuple[str, str], int]:
+def _redactions(store: Path) -> dict[tuple[str, str], int]:
     con = duckdb.connect(str(store), read_only=True)
-    rows = con.execute(
-        "SELECT tool, rule, sum(count) FROM redactions WHERE tool <> '_non_tool' GROUP BY ALL"
-    ).fetchall()
+    rows = con.execute("SELECT tool, rule, sum(count) FROM redactions GROUP BY ALL").fetchall()
     con.close()
     return {(tool, rule): int(n) for tool, rule, n in rows}
 
 
 def test_a_replayed_export_is_counted_once(tmp_path: Path) -> None:
     """A client re-sending an acknowledged export (here by the other protocol) adds no row and
-    no redaction count of a tool call; the counts equal those of one delivery."""
+    no redaction count, of a tool call or of another span; the counts equal one delivery's."""
     spans = finished_spans(tool_specs("replay"), RESOURCE)
     once, twice = tmp_path / "once.duckdb", tmp_path / "twice.duckdb"
-    with sidecar(once) as served:
+    # Forwarding on (to an upstream that is down): only then are other spans scrubbed and
+    # their secrets counted.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        forward = ("--forward", f"http://127.0.0.1:{probe.getsockname()[1]}")
+    with sidecar(once, *forward) as served:
         assert send(http_exporter(served), spans)
-    with sidecar(twice) as served:
+    with sidecar(twice, *forward) as served:
         assert send(http_exporter(served), spans)
         assert send(grpc_exporter(served), spans)
     counts = []
@@ -236,9 +240,10 @@ def test_a_replayed_export_is_counted_once(tmp_path: Path) -> None:
         counts.append(con.execute("SELECT count(*) FROM tool_calls").fetchone())
         con.close()
     assert counts == [(4,), (4,)]
-    expected = _tool_redactions(once)
+    expected = _redactions(once)
     assert sum(expected.values()) >= 3  # the token, the database URL and the OpenAI key
-    assert _tool_redactions(twice) == expected
+    assert ("_non_tool", "openai-api-key") in expected  # the agent span's prompt
+    assert _redactions(twice) == expected
 
 
 def test_http_answers_per_otlp_spec(tmp_path: Path) -> None:
