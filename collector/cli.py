@@ -43,15 +43,27 @@ class Terminated(Exception):  # noqa: N818 - it names the signal, not a failure
     """SIGTERM arrived (a CI job cancelled): stop like Ctrl-C, with no verdict."""
 
 
+# The stopping signal that arrived, if any: a signal landing inside a library call (DuckDB
+# mid-query) can surface as that library's own exception instead of ours.
+_stopped_by: list[int] = []
+
+
 def raise_on_sigterm() -> None:
-    """Turn SIGTERM into `Terminated` in the main thread, so a waiting command says why."""
+    """Turn SIGTERM into `Terminated` in the main thread, so a waiting command says why;
+    note SIGINT too, so an interrupted query reads as interrupted, not as a crash."""
     if threading.current_thread() is not threading.main_thread():
         return
 
-    def _raise(_signum: int, _frame: object) -> None:
+    def _raise(signum: int, _frame: object) -> None:
+        _stopped_by.append(signum)
         raise Terminated
 
+    def _interrupt(signum: int, frame: object) -> None:
+        _stopped_by.append(signum)
+        signal.default_int_handler(signum, frame)  # type: ignore[arg-type]
+
     signal.signal(signal.SIGTERM, _raise)
+    signal.signal(signal.SIGINT, _interrupt)
 
 
 _LOG_WIDTH: Final = 240  # columns of a table printed into a log rather than a terminal
@@ -84,6 +96,14 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
             _stderr("error[interrupted] terminated (SIGTERM); no verdict")
             sys.exit(EXIT_TERMINATED)
         except Exception as exc:
+            if _stopped_by:  # the signal surfaced as a library's error (DuckDB mid-query)
+                terminated = _stopped_by[0] == signal.SIGTERM
+                _stderr(
+                    "error[interrupted] "
+                    + ("terminated (SIGTERM)" if terminated else "stopped by the user")
+                    + "; no verdict"
+                )
+                sys.exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
             if os.environ.get("ERRSCOPE_DEBUG") == "1":
                 raise
             _stderr(f"error[internal] unexpected {type(exc).__name__}; rerun with ERRSCOPE_DEBUG=1")
