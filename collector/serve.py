@@ -995,6 +995,18 @@ class _Handler(BaseHTTPRequestHandler):
             )
         return int(text)
 
+    def _read_or_refuse(
+        self, framing: int, limit: int, reserve: Callable[[int], bool]
+    ) -> bytes | None:
+        """The body; None once a bad framing was answered or the client went away."""
+        try:
+            return self._read_body(framing, limit, reserve)
+        except _FramingError as exc:
+            self._refuse_framing(exc)
+        except _ClientGone:
+            self.close_connection = True
+        return None
+
     def _read_body(self, framing: int, limit: int, reserve: Callable[[int], bool]) -> bytes:
         """Read the body (see `_BodyReader`); the request is then whole, and being answered."""
         body = _BodyReader(cast(io.BufferedReader, self.rfile), limit, reserve).read(framing)
@@ -1199,15 +1211,9 @@ class _OtlpHandler(_Handler):
             return True
 
         try:
-            try:
-                raw = self._read_body(framing, sidecar.config.max_body_bytes, reserve)
-            except _FramingError as exc:
-                self._refuse_framing(exc)
-                return
-            except _ClientGone:
-                self.close_connection = True
-                return
-            self._export(raw, content_type)
+            raw = self._read_or_refuse(framing, sidecar.config.max_body_bytes, reserve)
+            if raw is not None:
+                self._export(raw, content_type)
         finally:
             sidecar._release(held)
 
@@ -1332,17 +1338,14 @@ class _ApiHandler(_Handler):
             return
         try:
             framing = self._framing()
-            if framing is not None and framing > _MAX_DEPLOY_BYTES:
-                self._error(
-                    HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_large", "deploy marks are small"
-                )
-                return
-            raw = b"" if framing is None else self._read_body(framing, _MAX_DEPLOY_BYTES, _discard)
         except _FramingError as exc:
             self._refuse_framing(exc)
             return
-        except _ClientGone:
-            self.close_connection = True
+        if framing is not None and framing > _MAX_DEPLOY_BYTES:
+            self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_large", "deploy marks are small")
+            return
+        raw = b"" if framing is None else self._read_or_refuse(framing, _MAX_DEPLOY_BYTES, _discard)
+        if raw is None:
             return
         try:
             deploy = _deploy_from(
