@@ -889,6 +889,8 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 5
     # Path -> the methods it answers; another method gets 405 with `Allow`.
     allowed: Mapping[str, tuple[str, ...]] = {}
+    # The client sent `Expect: 100-continue` and has not been told to send its body yet.
+    _continue_pending: bool = False
 
     def log_message(self, format: str, *args: Any) -> None:
         """Access logs are off: paths may carry query values."""
@@ -902,6 +904,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def parse_request(self) -> bool:
         """Parse the head; a request without a body is whole once its head is read."""
+        self._continue_pending = False
         if not super().parse_request():
             return False
         has_body = "Content-Length" in self.headers or "Transfer-Encoding" in self.headers
@@ -910,11 +913,23 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         return True
 
+    def handle_expect_100(self) -> bool:
+        """`Expect: 100-continue`: answer "100 Continue" only once the body is wanted.
+
+        The standard library sends it as soon as the head is parsed, before the token and
+        the content type are checked, so a client refused anyway sent its body for nothing.
+        """
+        self._continue_pending = "Content-Length" in self.headers or (
+            "Transfer-Encoding" in self.headers
+        )
+        return True
+
     def _send(
         self, status: int, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
     ) -> None:
-        if self.server.sidecar.draining.is_set():
+        if self.server.sidecar.draining.is_set() or self._continue_pending:
             # Draining: end every kept-alive connection after this answer (see Sidecar.stop).
+            # A body never asked for may still come, and would be read as the next request.
             headers = {**(headers or {}), "Connection": "close"}
             self.close_connection = True
         self.send_response(status)
@@ -999,6 +1014,10 @@ class _Handler(BaseHTTPRequestHandler):
         self, framing: int, limit: int, reserve: Callable[[int], bool]
     ) -> bytes | None:
         """The body; None once a bad framing was answered or the client went away."""
+        if self._continue_pending:
+            self._continue_pending = False
+            self.send_response_only(HTTPStatus.CONTINUE)
+            self.end_headers()
         try:
             return self._read_body(framing, limit, reserve)
         except _FramingError as exc:
@@ -1017,7 +1036,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _drain(self) -> None:
         """Read and drop a body we will not use (a refused request must not cost its size in
         memory, nor budget); one we cannot frame or that is over the limit closes the
-        connection instead."""
+        connection instead, as does one whose client still waits for "100 Continue" (it may
+        never send the body, or send it after its own timeout)."""
+        if self._continue_pending:
+            self.close_connection = True
+            return
         try:
             framing = self._framing()
         except _FramingError:

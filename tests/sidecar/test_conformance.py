@@ -230,6 +230,85 @@ def test_a_content_coding_not_read_gets_415(served: Served, encoding: str) -> No
     assert b"Accept-Encoding: gzip, deflate" in answer
 
 
+# ------------------------------------------------------------------ Expect: 100-continue
+
+
+def head_answer(conn: socket.socket) -> bytes:
+    """What the server sends before it waits for more, up to the end of one head."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        received += chunk
+    return received
+
+
+def test_100_continue_is_sent_only_for_a_body_that_is_wanted(served: Served) -> None:
+    """A client that waits for "100 Continue" gets it once the request is acceptable, sends
+    its body, and its spans are stored; the connection stays in step for the next one."""
+    host, port = served.http.rsplit(":", 1)
+    tag = "expect-continue"
+    body = body_of(tool_spans(tag, 3))
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(
+            head(
+                "/v1/traces",
+                "Content-Type: application/x-protobuf",
+                f"Content-Length: {len(body)}",
+                "Expect: 100-continue",
+            )
+        )
+        assert statuses(head_answer(conn)) == [b"100"]
+        conn.sendall(body)
+        assert statuses(head_answer(conn)) == [b"200"]
+    assert stored(served, tag)
+
+
+@pytest.mark.parametrize(
+    ("fields", "status"),
+    [
+        pytest.param(["Content-Type: text/plain"], b"415", id="content-type"),
+        pytest.param(
+            ["Content-Type: application/x-protobuf", "Authorization: Basic eA=="],
+            b"401",
+            id="token",
+        ),
+        pytest.param(
+            ["Content-Type: application/x-protobuf", f"Content-Length: {MAX_BODY + 1}"],
+            b"413",
+            id="too-large",
+        ),
+    ],
+)
+def test_a_refused_request_gets_its_answer_without_100_continue(
+    tmp_path: Path, fields: list[str], status: bytes
+) -> None:
+    """A request refused on its head is answered at once, and closed, instead of being told
+    to send a body that will be thrown away (the standard library said "100 Continue" before
+    any check)."""
+    with sidecar(
+        tmp_path / "e.duckdb", "--token", TOKEN, "--max-body-bytes", str(MAX_BODY)
+    ) as running:
+        host, port = running.http.rsplit(":", 1)
+        auth = [] if "Authorization" in " ".join(fields) else [f"Authorization: Bearer {TOKEN}"]
+        length = (
+            [] if any(f.startswith("Content-Length") for f in fields) else ["Content-Length: 10"]
+        )
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(head("/v1/traces", *fields, *auth, *length, "Expect: 100-continue"))
+            answer = head_answer(conn)
+            assert statuses(answer) == [status], answer[:200]
+            assert b"Connection: close" in answer
+            conn.sendall(b"x" * 10)  # a client that sends the body anyway is not read on
+            rest = b""
+            # The server closes (a TimeoutError here would fail the test: it waited on).
+            with contextlib.suppress(ConnectionResetError):
+                while chunk := conn.recv(65536):
+                    rest += chunk
+            assert statuses(answer + rest) == [status]
+
+
 # ------------------------------------------------------------------ methods
 
 
