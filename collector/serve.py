@@ -97,7 +97,7 @@ from collector.scrub import Scrubber, default_scrubber
 from collector.signals import set_soon
 from collector.sink import StoreBatch, StoreSink, WriteResult
 from collector.spanview import SpanView
-from collector.store import DEFAULT_MEMORY_LIMIT, MEMORY_SIZE_HINT, is_memory_size
+from collector.store import DEFAULT_MEMORY_LIMIT, MEMORY_SIZE_HINT, StoreFault, is_memory_size
 from collector.stores import open_store
 from collector.units import parse_time
 from collector.writer import Writer
@@ -562,8 +562,10 @@ class Sidecar:
 
     def health(self) -> dict[str, Any]:
         """The /healthz body."""
+        problem = self.writer.problem
         return {
-            "status": "ok" if self.writer.healthy else "unhealthy",
+            "status": "ok" if problem is None else "unhealthy",
+            **({"code": problem} if problem is not None else {}),
             **self.addresses,
             "commits": self.writer.commits,
             "commit_failures": self.writer.commit_failures,
@@ -1599,6 +1601,14 @@ def run(config: ServeConfig) -> int:
         log.error(  # noqa: TRY400 - one line with the code, never a traceback
             "store not closed cleanly; acknowledged spans stay in its write-ahead log",
             extra={"code": "store_io_error", "reason": str(exc.kind)},
+        )
+        return EXIT_STORE_IO
+    if sidecar.writer.fault is StoreFault.FILE_MISSING:
+        # Closed cleanly, but into an unlinked inode: what was stored since is gone.  A
+        # supervisor must see that, not a clean exit.
+        log.error(
+            "stopped; the store file was deleted or replaced while serving",
+            extra={"code": str(StoreFault.FILE_MISSING)},
         )
         return EXIT_STORE_IO
     log.info(

@@ -109,6 +109,14 @@ class Writer:
         self._thread.start()
 
     @property
+    def problem(self) -> str | None:
+        """Why exports are refused, as a log code (`StoreFault`, or `store_write_failed` for
+        a commit that failed without one); None while healthy."""
+        if self.healthy:
+            return None
+        return str(self.fault) if self.fault is not None else "store_write_failed"
+
+    @property
     def queued_bytes(self) -> int:
         """Bytes of requests waiting for the writer."""
         return self._queued_bytes

@@ -91,6 +91,13 @@ def health(served: Served) -> tuple[int, str]:
     return status, json.loads(body)["status"]
 
 
+def health_code(served: Served) -> str | None:
+    """The code /healthz gives for being unhealthy; None while healthy."""
+    _, body = served.get("/healthz")
+    code: str | None = json.loads(body).get("code")
+    return code
+
+
 def copy_out(disk: Path, to: Path) -> Path:
     """Copy the store files off a small disk: DuckDB needs room to replay the log."""
     to.mkdir()
@@ -132,6 +139,7 @@ def test_an_invalidated_store_is_reopened_and_stores_again(
                 time.sleep(0.2)
             assert status == 200, "the sidecar never stored again"
             assert health(served) == (200, "ok")
+            assert health_code(served) is None
             assert served.terminate() == 0
         log = store.with_suffix(".log").read_text()
         assert log.index("code=store_invalidated") < log.index("code=store_reopened")
@@ -201,7 +209,8 @@ def test_a_start_on_a_full_disk_leaves_no_file_behind(tmp_path: Path) -> None:
 def test_a_deleted_store_file_stops_acknowledgements(tmp_path: Path) -> None:
     """`rm` of the store file under a running sidecar: the next export gets 503 rather than
     an acknowledgement for rows written to an unlinked inode, /healthz says unhealthy, and
-    the log says why with `store_file_missing`."""
+    the log and /healthz say why with `store_file_missing`, and a SIGTERM then exits 74:
+    what was written since the deletion is gone, and a supervisor must see it."""
     store = tmp_path / "s.duckdb"
     with sidecar(store) as served:
         spans = tool_spans("before", 20)
@@ -211,7 +220,8 @@ def test_a_deleted_store_file_stops_acknowledgements(tmp_path: Path) -> None:
         assert post(served, encode_spans(spans).SerializeToString())[0] == 503
         assert post(served, encode_spans(spans).SerializeToString())[0] == 503
         assert health(served) == (503, "unhealthy")
-        served.terminate()
+        assert health_code(served) == "store_file_missing"
+        assert served.terminate() == 74  # collector.serve.EXIT_STORE_IO
     assert "code=store_file_missing" in served.log.read_text()
 
 
