@@ -498,6 +498,14 @@ class Sidecar:
                     # gRPC sets SO_REUSEPORT by default: a second sidecar on a taken port
                     # would start, and the kernel would split clients between two stores.
                     ("grpc.so_reuseport", 0),
+                    # Each stream's receive window stays at HTTP/2's 64 KiB instead of growing
+                    # with the measured bandwidth-delay product (to 4 MiB and more): the
+                    # window is what the transport buffers for a call nobody reads yet, and
+                    # 400 concurrent 4 MiB exports grew RSS by 470-565 MiB with it grown,
+                    # 180-205 MiB without.  A call being read still gets a window for its
+                    # whole message, so throughput was the same (6,432 vs 6,246 spans/s,
+                    # bench/ingest.py --quick).
+                    ("grpc.http2.bdp_probe", 0),
                 ],
             )
             # Bytes in, bytes out: the body is admitted by its size before it is parsed, and
@@ -682,8 +690,9 @@ class _ExportRouter(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc is un
     gRPC reads a unary request on the pool thread that runs it, but the transport buffers
     each waiting call's message meanwhile: 400 concurrent 4 MiB exports waiting for 32
     threads took RSS from 157 to 967 MiB, before admission (inside `Export`) could refuse
-    any; with this refusal the same burst peaked at 432 MiB.  `service` runs on gRPC's own
-    thread as each call arrives.  Past `GRPC_MAX_WAITING` waiting calls the answer is
+    any; with this refusal the same burst grew RSS by 470-565 MiB, and by 180-205 MiB once
+    each stream's receive window was kept at 64 KiB (`grpc.http2.bdp_probe` off, in
+    `start`).  `service` runs on gRPC's own thread as each call arrives.  Past `GRPC_MAX_WAITING` waiting calls the answer is
     UNAVAILABLE with RetryInfo, from a handler that never reads the request, on a pool of
     its own so it is not queued behind the exports; gRPC's `maximum_concurrent_rpcs` would
     answer RESOURCE_EXHAUSTED without RetryInfo, which OTLP clients must not retry.

@@ -67,8 +67,15 @@ class Served:
 
     def rss_kib(self) -> int:
         """Resident memory of the sidecar process, KiB."""
+        return self._status_kib("VmRSS:")
+
+    def peak_rss_kib(self) -> int:
+        """The sidecar's peak resident memory so far (the kernel's high-water mark), KiB."""
+        return self._status_kib("VmHWM:")
+
+    def _status_kib(self, field: str) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field):
                 return int(line.split()[1])
         return 0
 
