@@ -692,10 +692,11 @@ class _ExportRouter(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc is un
     threads took RSS from 157 to 967 MiB, before admission (inside `Export`) could refuse
     any; with this refusal the same burst grew RSS by 470-565 MiB, and by 180-205 MiB once
     each stream's receive window was kept at 64 KiB (`grpc.http2.bdp_probe` off, in
-    `start`).  `service` runs on gRPC's own thread as each call arrives.  Past `GRPC_MAX_WAITING` waiting calls the answer is
-    UNAVAILABLE with RetryInfo, from a handler that never reads the request, on a pool of
-    its own so it is not queued behind the exports; gRPC's `maximum_concurrent_rpcs` would
-    answer RESOURCE_EXHAUSTED without RetryInfo, which OTLP clients must not retry.
+    `start`).  `service` runs on gRPC's own thread as each call arrives.  Past
+    `GRPC_MAX_WAITING` waiting calls the answer is UNAVAILABLE with RetryInfo, from a
+    handler that never reads the request, on a pool of its own so it is not queued behind
+    the exports; gRPC's `maximum_concurrent_rpcs` would answer RESOURCE_EXHAUSTED without
+    RetryInfo, which OTLP clients must not retry.
     """
 
     def __init__(self, service: _TraceService, executor: _CountingExecutor) -> None:
