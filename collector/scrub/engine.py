@@ -100,6 +100,13 @@ _BASE64_TEXT_HS: Final = rb"(?:[A-Za-f][A-Za-z0-9+/_-]{3}){%d}" % (_BASE64_MIN_C
 # per match (quadratic in a large value); a character-class run cannot backtrack.
 _BASE64_RUN: Final = re.compile(rb"([A-Za-z0-9+/_-]{32,}={0,2})")
 _BASE64_PROBE_CHARS: Final = 128
+# Text a glued run's decoding must hold to be read (the 32 characters above, decoded).
+_BASE64_TEXT_STRETCH: Final = re.compile(rb"[\t\n\r\x20-\x7e]{%d,}" % (_BASE64_MIN_CHARS // 4 * 3))
+# Where a glued run's payload may start after the first text it decodes to: the next few
+# group starts (noise from the glue runs on into the text for a byte or two, rarely more),
+# and how far a secret starting there is looked for.
+_GLUE_STARTS: Final = 3
+_GLUE_REACH_BYTES: Final = 512
 _MAX_BASE64_DEPTH: Final = 2  # base64 inside base64 is read; a third level is not
 _URLSAFE_TO_STD: Final = bytes.maketrans(b"-_", b"+/")
 # Printable ASCII and whitespace: 24 random bytes pass with odds below 1e-10, so hex ids
@@ -298,6 +305,37 @@ def _decode_base64(token: bytes) -> bytes:
         if len(part) == len(body):
             return decoded
     return token
+
+
+def _glued_base64(token: bytes) -> list[tuple[int, bytes, int]]:
+    """(shift, text, first) for each alignment at which a run that is not base64 of text as
+    a whole decodes to some: `text` has a byte for each decoded one, newlines where no
+    stretch of text is, so its byte i comes from the run's characters from
+    `shift + 4 * (i // 3)`; `first` is where its first stretch starts.
+
+    A run of base64 characters also takes in what is glued before it: a URL path
+    (`/v1/callback/<base64>`: "/" is a base64 character), `key_` or `state-` (base64url
+    ones). Decoded from the run's start the groups are misaligned and nothing reads as
+    text; from the right one of the four alignments, the payload does, after the glue's
+    noise.  Base64 of text with a few non-ASCII characters reads here too, stretch by
+    stretch.  "-" and "_" are read as "+" and "/": a payload uses one alphabet or the
+    other, never both, so whatever the glue holds this reads the payload.
+    """
+    body = token.rstrip(b"=").translate(_URLSAFE_TO_STD)
+    found: list[tuple[int, bytes, int]] = []
+    for shift in range(4):
+        part = body[shift:]
+        # The last group may be short: two or three characters are one or two bytes.
+        part = part[:-1] if len(part) % 4 == 1 else part + b"=" * (-len(part) % 4)
+        decoded = binascii.a2b_base64(part)
+        stretches = [m.span() for m in _BASE64_TEXT_STRETCH.finditer(decoded)]
+        if not stretches:
+            continue
+        text = bytearray(b"\n" * len(decoded))
+        for a, b in stretches:
+            text[a:b] = decoded[a:b]
+        found.append((shift, bytes(text), stretches[0][0]))
+    return found
 
 
 def _join(parts: list[bytes]) -> bytes:
@@ -668,18 +706,51 @@ class Scrubber:
         for match in _BASE64_RUN.finditer(view.data):
             token = match.group()
             decoded = _decode_base64(token)
-            if decoded is token:
-                continue
-            inner = self._find(decoded, first_only=True, depth=depth + 1)
-            if not inner:
-                continue
-            start, stop = match.span()
-            if view.parent is not None:
-                start, stop = view.to_raw(start, end=False), view.to_raw(stop, end=True)
-            found.append((start, stop, inner[0][2]))
-            if first_only:
-                break
+            if decoded is not token:
+                inner = self._find(decoded, first_only=True, depth=depth + 1)
+                spans = [(0, len(token), inner[0][2])] if inner else []
+            else:  # not base64 of text as a whole: maybe text glued to something
+                spans = self._in_glued_base64(token, depth=depth)
+            for first, last, index in spans:
+                start, stop = match.start() + first, match.start() + last
+                if view.parent is not None:
+                    start, stop = view.to_raw(start, end=False), view.to_raw(stop, end=True)
+                found.append((start, stop, index))
+                if first_only:
+                    return found
         return found
+
+    def _in_glued_base64(self, token: bytes, *, depth: int) -> list[tuple[int, int, int]]:
+        """The span to mask for a secret in a glued run, if any: from the group its first
+        secret starts in to the run's end, so the glue is kept (see `_glued_base64`)."""
+        for shift, text, first in _glued_base64(token):
+            inner = self._find(text, first_only=True, depth=depth + 1)
+            if not inner:
+                inner = self._after_glue(text, first, depth=depth)
+            if inner:
+                return [(shift + 4 * (inner[0][0] // 3), len(token), inner[0][2])]
+        return []
+
+    def _after_glue(self, text: bytes, first: int, *, depth: int) -> list[tuple[int, int, int]]:
+        """A secret at the start of a glued run's payload, which begins at a group start
+        after `first` (see `_glued_base64`), or [].
+
+        The glue's noise can end in a letter, and a rule that wants a word boundary before
+        its key (`ghp_...`) sees none; so the text from each of the next few group starts
+        is read on its own, the pieces joined by newlines into one scan.
+        """
+        group = -(-first // 3) * 3
+        starts = [group + 3 * k for k in range(_GLUE_STARTS) if group + 3 * k > first]
+        pieces = [text[at : at + _GLUE_REACH_BYTES] for at in starts]
+        inner = self._find(b"\n".join(pieces), first_only=True, depth=depth + 1)
+        if not inner:
+            return []
+        offset = inner[0][0]
+        for at, piece in zip(starts, pieces, strict=True):
+            if offset < len(piece):
+                return [(at + offset, at + offset + 1, inner[0][2])]
+            offset -= len(piece) + 1
+        return []
 
     def _scan(self, data: bytes, *, first_only: bool) -> tuple[list[tuple[int, int, int]], bool]:
         """Findings in one view, in windows so the candidate set follows the local content,

@@ -109,6 +109,37 @@ def test_a_secret_in_base64_text_masks_the_whole_run(
     assert out.endswith("]\nkind: Secret")
 
 
+GLUE = [
+    pytest.param("GET https://api.example.com/v1/callback/", id="url-path"),
+    pytest.param("/state/", id="path"),
+    pytest.param("x", id="one-char"),
+    pytest.param("Authorization", id="word"),
+    pytest.param("key_", id="underscore"),
+    pytest.param("state-", id="hyphen"),
+]
+
+
+@pytest.mark.parametrize("encode", [b64encode, urlsafe_b64encode], ids=["std", "urlsafe"])
+@pytest.mark.parametrize("glue", GLUE)
+@pytest.mark.parametrize("rule_id", ALL_RULE_IDS)
+def test_a_secret_in_base64_glued_to_a_word_is_masked(
+    pii_scrubber: Scrubber, rule_id: str, glue: str, encode: Callable[[bytes], bytes]
+) -> None:
+    """Base64 right after a URL path or a word reads, as a run of base64 characters, with
+    the glue in front ("/" is one, "-" and "_" are base64url ones), misaligned: decoded
+    at each alignment, its secret is found and masked, and the glue is kept."""
+    planted = SAMPLES[rule_id].make(random.Random(17))
+    payloads = [f"config:\n{planted.text}\n"]
+    if len(planted.text) >= 24:  # shorter is not read as base64 (32 characters at least)
+        payloads.append(planted.text)
+    for payload in payloads:
+        run = encode(payload.encode()).decode()
+        out = pii_scrubber.scrub(f"{glue}{run} end").text
+        assert run not in out
+        assert out.startswith(glue)
+        assert "[REDACTED:" in out
+
+
 def test_base64_of_plain_text_or_binary_is_left_alone(scrubber: Scrubber) -> None:
     """Ordinary text, hex ids and random bytes in base64 are not masked."""
     rng = random.Random(4)
@@ -117,8 +148,9 @@ def test_base64_of_plain_text_or_binary_is_left_alone(scrubber: Scrubber) -> Non
         bytes(rng.randrange(256) for _ in range(48)),
         b"4bf92f3577b34da6a3ce929d0e0e4736",
     ):
-        text = f"blob {b64encode(raw).decode()} end"
-        assert scrubber.scrub(text).text == text
+        for glue in ("", "/v1/callback/", "key_", "Authorization"):
+            text = f"blob {glue}{b64encode(raw).decode()} end"
+            assert scrubber.scrub(text).text == text
 
 
 _INVISIBLE = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad")
