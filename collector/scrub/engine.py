@@ -87,6 +87,9 @@ _ANSI = re.compile(rb"(\x1b\[[0-9;?]*[ -/]*[@-~])")
 # A "+" between letters is a space in form-encoded text (q=Bearer+<token>) even with no
 # "%" escape in the value; "+00:00" and "C++" do not build the view.
 _FORM_SPACE = re.compile(rb"[A-Za-z]\+[A-Za-z-]")
+# A byte that any of the views below starts from ("\\", "%", "+", ESC, "&", and the lead
+# bytes of the invisible characters); a value without one has no other view.
+_VIEW_TRIGGER = re.compile(rb"[\\%+\x1b&\xe2\xc2\xef]")
 # HTML character references, as an HTML error page or a templated message escapes text.
 _HTML_ENTITY = re.compile(rb"(&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|amp|lt|gt|quot|apos);)")
 # A base64 (or base64url) run long enough to carry a credential line (24 decoded bytes).
@@ -372,6 +375,8 @@ def _derive(view: _View, pattern: re.Pattern[bytes], decode: Callable[[bytes], b
 
 def _views(data: bytes) -> list[_View]:
     views = [_View(data)]
+    if not _VIEW_TRIGGER.search(data):
+        return views  # most values: no byte that starts an escape (one C scan, not six)
     index = 0
     while index < len(views) and len(views) < _MAX_VIEWS:
         view = views[index]
