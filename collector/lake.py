@@ -69,7 +69,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -154,9 +154,15 @@ _MIGRATION_PK_RE: Final = re.compile(r",\s*PRIMARY KEY\s*\([^)]*\)", re.IGNORECA
 
 
 def mask_secrets(text: str) -> str:
-    """`text` with every libpq password (`password=...`, `user:pw@`) replaced by `***`."""
+    """`text` with every libpq password (`password=...`, `user:pw@`) replaced by `***`, and
+    the S3 credentials of the environment too (an object store's error may quote them)."""
     text = _PASSWORD_KV_RE.sub(r"\1***", text)
-    return _PASSWORD_URI_RE.sub(r"\1***\3", text)
+    text = _PASSWORD_URI_RE.sub(r"\1***\3", text)
+    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"):
+        value = os.environ.get(name) or ""
+        if len(value) >= 8 and value in text:
+            text = text.replace(value, "***")
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +256,7 @@ _EXTENSIONS: Final = (
     ("postgres_scanner", "duckdb_extension_postgres", "postgres"),
     ("ducklake", "duckdb_extension_ducklake", "ducklake"),
 )
+_HTTPFS: Final = ("httpfs", "duckdb_extension_httpfs", "httpfs")
 
 
 def _wheel_file(package: str, stem: str) -> Path | None:
@@ -322,12 +329,81 @@ def load_extensions(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     Already-installed extensions load first; otherwise `INSTALL` from the network is
     tried once per process (set ERRSCOPE_DUCKDB_EXTENSIONS=wheel to skip it), and then
     the files shipped in the duckdb-extension-* wheels of the same DuckDB version.
+    httpfs (an object-store data path) is loaded too when it is installed or its wheel is
+    (`errscope[lake]`), as "installed" or "wheel"; else DuckDB autoloads it from the
+    network if a data path needs it, and "absent" says so.
     """
-    return {name: _load_one(con, name, package, stem) for name, package, stem in _EXTENSIONS}
+    loaded = {name: _load_one(con, name, package, stem) for name, package, stem in _EXTENSIONS}
+    loaded[_HTTPFS[0]] = _load_optional(con, *_HTTPFS)
+    return loaded
+
+
+def _load_optional(con: duckdb.DuckDBPyConnection, name: str, package: str, stem: str) -> str:
+    with suppress(duckdb.Error):
+        con.execute(f"LOAD {name}")
+        return "installed"
+    wheel = _wheel_file(package, stem)
+    if wheel is None:
+        return "absent"
+    try:
+        con.execute(f"LOAD {_sql_literal(str(_named_link(wheel, name)))}")
+    except (duckdb.Error, OSError):
+        return "absent"
+    return "wheel"
+
+
+# The AWS SDKs' own variables, so a pod configured for any S3 client works unchanged.
+_S3_ENV: Final = (
+    ("KEY_ID", ("AWS_ACCESS_KEY_ID",)),
+    ("SECRET", ("AWS_SECRET_ACCESS_KEY",)),
+    ("SESSION_TOKEN", ("AWS_SESSION_TOKEN",)),
+    ("REGION", ("AWS_REGION", "AWS_DEFAULT_REGION")),
+)
+_S3_ENDPOINT_ENV: Final = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+def s3_secret_options(env: Mapping[str, str]) -> dict[str, str] | None:
+    """The options of a DuckDB S3 secret from the AWS variables in `env`; None without keys.
+
+    `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` (MinIO, R2, a local S3) gives the endpoint,
+    path-style, with TLS as its scheme says.
+    """
+    options: dict[str, str] = {}
+    for option, names in _S3_ENV:
+        value = next((env[n] for n in names if env.get(n)), None)
+        if value is not None:
+            options[option] = value
+    if "KEY_ID" not in options or "SECRET" not in options:
+        return None
+    endpoint = next((env[n] for n in _S3_ENDPOINT_ENV if env.get(n)), None)
+    if endpoint:
+        scheme, _, rest = endpoint.partition("://")
+        options["ENDPOINT"] = rest.rstrip("/") if rest else endpoint.rstrip("/")
+        options["URL_STYLE"] = "path"
+        options["USE_SSL"] = "false" if scheme.lower() == "http" else "true"
+    return options
+
+
+def _create_s3_secret(con: duckdb.DuckDBPyConnection, options: Mapping[str, str]) -> None:
+    """A DuckDB S3 secret for this instance; its values never appear in an error."""
+    rendered = ", ".join(
+        f"{key} {value}" if key == "USE_SSL" else f"{key} {_sql_literal(value)}"
+        for key, value in options.items()
+    )
+    try:
+        con.execute(f"CREATE OR REPLACE SECRET errscope_s3 (TYPE s3, PROVIDER config, {rendered})")
+    except duckdb.Error:
+        raise StoreError(
+            StoreErrorKind.UNREADABLE,
+            "cannot use the S3 credentials from the environment",
+            entry="AWS_ACCESS_KEY_ID",
+            hint="check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and AWS_ENDPOINT_URL",
+        ) from None
 
 
 def _new_instance() -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
-    """A private in-memory DuckDB with both extensions loaded.
+    """A private in-memory DuckDB with its extensions loaded (and an S3 secret from the
+    AWS variables, when the environment has keys: `s3_secret_options`).
 
     One per store, not one per process: DuckLake 1.5.5 keeps state about a detached lake
     in the instance (its `__ducklake_metadata_<alias>` catalog), so a second lake attached
@@ -335,10 +411,14 @@ def _new_instance() -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
     """
     con = duckdb.connect(":memory:")
     try:
-        return con, load_extensions(con)
+        loaded = load_extensions(con)
+        options = s3_secret_options(os.environ)
+        if options is not None and loaded[_HTTPFS[0]] != "absent":
+            _create_s3_secret(con, options)
     except BaseException:
         con.close()
         raise
+    return con, loaded
 
 
 # ------------------------------------------------------------------ policy and reports
@@ -403,11 +483,18 @@ def _open_error(exc: duckdb.Error, lake: LakeUrl) -> StoreError:
         )
     reason = text.split("failed:", 1)[1] if "failed:" in text else text
     reason = " ".join(mask_secrets(reason).split())[:300]
+    if "httpfs" in text:
+        hint = (
+            "an object-store data path needs DuckDB's httpfs: pip install "
+            f"duckdb-extension-httpfs=={duckdb.__version__} (errscope[lake]), or allow network"
+        )
+    else:
+        hint = "check the PostgreSQL connection string and that the database exists"
     return StoreError(
         StoreErrorKind.UNREADABLE,
         f"cannot attach the lake ({reason})",
         entry=lake.masked(),
-        hint="check the PostgreSQL connection string and that the database exists",
+        hint=hint,
     )
 
 
