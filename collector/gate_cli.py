@@ -31,6 +31,8 @@ from queries.findings import Finding, Verdict, check_json, finding_dict, finding
 __all__ = ["check", "findings"]
 
 _DEFAULT_CODES: Final = ",".join(DEFAULT_CONFIG.codes)
+# A time this far ahead of the local clock still counts as now (another machine's clock).
+_CLOCK_SKEW: Final = timedelta(minutes=1)
 _TABLE_COLUMNS: Final = (
     "kind",
     "service",
@@ -74,17 +76,22 @@ def _duration(text: str, flag: str) -> timedelta:
 
 
 def _as_of(text: str | None, flag: str = "--as-of") -> datetime | None:
+    """A past (or present) time; the future is refused: a gate judged "as of" a time
+    that has not come yet would pass on data that does not exist."""
     if text is None:
         return None
     try:
-        return parse_time(text).astimezone(UTC)
+        when = parse_time(text).astimezone(UTC)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=flag) from None
+    if when > datetime.now(UTC) + _CLOCK_SKEW:
+        raise click.BadParameter("in the future", param_hint=flag)
+    return when
 
 
 def _codes(text: str, catalogs: Sequence[Path] = ()) -> tuple[str, ...]:
     """The codes to test, each one the catalog knows: a typo must not make a gate pass."""
-    codes = tuple(c.strip() for c in text.split(",") if c.strip())
+    codes = tuple(dict.fromkeys(c.strip() for c in text.split(",") if c.strip()))
     if not codes:
         raise click.BadParameter("a comma-separated list of error codes", param_hint="--codes")
     known = load_catalog(catalogs).codes
@@ -192,21 +199,33 @@ def check(
     config = with_codes(DEFAULT_CONFIG, _codes(codes, catalogs))
     start = _as_of(as_of)
     known = _as_of(known_by, "--known-by")
+    if start is not None and known is not None and known < start:
+        # Rows received after `known` would be left out of a judgement of a later time.
+        raise click.BadParameter("earlier than --as-of", param_hint="--known-by")
+    moving_known = known_by is not None and known_by.strip().lower() == "now"
     source = _source(db, api, token)
-    replay = start is not None
     now = start or datetime.now(UTC)
     deadline = now + wait_td
     while True:
+        if moving_known:
+            known = datetime.now(UTC)  # `now` keeps meaning now while the gate waits
         report: DeployReport = detect_deploy(
-            source, service, version, environment, as_of=now, known_by=known, config=config
+            source,
+            service,
+            version,
+            environment,
+            as_of=now,
+            known_by=None if known is None else max(known, now),
+            config=config,
         )
         if report.verdict is not Verdict.INSUFFICIENT_DATA or now + step > deadline:
             break
-        if replay:
-            now += step
-        else:
-            time.sleep(step.total_seconds())
-            now = datetime.now(UTC)
+        # A replay (--as-of) runs ahead without sleeping, but never past the clock: from
+        # there on it waits for the data, as a live gate does.
+        now += step
+        lag = (now - datetime.now(UTC)).total_seconds()
+        if lag > 0:
+            time.sleep(lag)
     if as_json:
         click.echo(
             check_json(
@@ -252,6 +271,9 @@ def findings(
     known_by: str | None,
 ) -> None:
     """List current findings: deploy regressions, new signatures, spikes, loop misuse."""
+    from collector.cli import raise_on_sigterm  # noqa: PLC0415 - collector.cli imports us
+
+    raise_on_sigterm()  # a Ctrl-C inside a DuckDB query is an interruption, not a bug
     config = with_codes(DEFAULT_CONFIG, _codes(codes, catalogs))
     source = _source(db, api, token)
     found = detect_all(

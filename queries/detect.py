@@ -1672,5 +1672,6 @@ def detect_all(
 
 
 def with_codes(config: DetectConfig, codes: Iterable[str]) -> DetectConfig:
-    """A copy of `config` testing these codes."""
-    return replace(config, codes=tuple(codes))
+    """A copy of `config` testing these codes, each once (a repeat would add a test of
+    nothing to the family the p-values are adjusted over, and weaken every other one)."""
+    return replace(config, codes=tuple(dict.fromkeys(codes)))

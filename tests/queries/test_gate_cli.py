@@ -304,3 +304,87 @@ def test_known_by_now_reads_back_filled_rows_at_an_earlier_as_of(tmp_path: Path)
     assert listed.exit_code == 0, listed.output
     kinds = {f["kind"] for f in orjson.loads(listed.output)["findings"]}
     assert "deploy_regression" in kinds
+
+
+# ------------------------------------------------------------------ the gate's own inputs
+
+_GATE = ["--service", "billing-agent", "--version", "2.0", "--environment", "prod"]
+
+
+@pytest.mark.parametrize("as_of", ["+15min", "9999-12-31T23:59:59Z"])
+def test_a_future_as_of_is_refused(tmp_path: Path, as_of: str) -> None:
+    """A gate judged "as of" a time to come passed on data that does not exist yet (and
+    year 9999 overflowed): both are usage errors now."""
+    if as_of == "+15min":
+        as_of = (datetime.now(UTC) + timedelta(minutes=15)).isoformat()
+    db = _db(tmp_path, Scenario(minutes_before=1, minutes_after=1))
+    result = CliRunner().invoke(check, [*_GATE, "--db", str(db), "--as-of", as_of])
+    assert result.exit_code == 2, result.output
+    assert "in the future" in result.output
+
+
+def test_known_by_before_as_of_is_refused(tmp_path: Path) -> None:
+    """`--known-by` earlier than the time judged froze the data while `--wait` moved on:
+    a regression passed on two minutes of rows."""
+    db = _db(tmp_path, Scenario(rates_new={"get_job": 0.09}))
+    result = CliRunner().invoke(
+        check,
+        [*_GATE, "--db", str(db), "--as-of", _as_of(5), "--known-by", _as_of(2)],
+    )
+    assert result.exit_code == 2, result.output
+    assert "--known-by" in result.output
+
+
+def test_a_repeated_code_does_not_weaken_the_gate(tmp_path: Path) -> None:
+    """`--codes invalid_args,invalid_args` added a test of nothing to the adjusted family:
+    the same regression read INSUFFICIENT DATA.  Codes are tested once each."""
+    db = _db(tmp_path, Scenario(rates_new={"get_job": 0.09}))
+    base = [*_GATE, "--db", str(db), "--as-of", _as_of(20), "--json"]
+    once = CliRunner().invoke(check, [*base, "--codes", "invalid_args"])
+    twice = CliRunner().invoke(check, [*base, "--codes", "invalid_args, invalid_args"])
+    assert once.exit_code == twice.exit_code == 1, twice.output
+    assert orjson.loads(once.output)["findings"] == orjson.loads(twice.output)["findings"]
+
+
+def test_a_replay_does_not_run_past_the_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deploy 5 minutes old, replayed from its start with `--wait 30m`: the replay ran
+    ahead of the clock and passed at once on minutes not yet lived.  Now it waits for
+    real time like a live gate, so it is still waiting when interrupted."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.queries import traffic
+
+    deployed = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=5)
+    monkeypatch.setattr(traffic, "DEPLOY_TS", deployed)
+    db = _db(tmp_path, Scenario(minutes_after=5))
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "collector.cli",
+            "check",
+            *_GATE,
+            "--db",
+            str(db),
+            "--as-of",
+            deployed.isoformat(),
+            "--wait",
+            "30m",
+            "--interval",
+            "1m",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(8)  # the replay of the first 5 minutes is quick; then it must wait
+    still_waiting = process.poll() is None
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=30)
+    assert still_waiting, stdout + stderr
+    assert process.returncode == 130
