@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
@@ -266,12 +266,6 @@ def _parse_params(pairs: Sequence[str]) -> dict[str, object]:
     return params
 
 
-def _json_default(value: object) -> object:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    raise TypeError
-
-
 def _console() -> Any:
     """A rich console; off a terminal (a CI log) wide enough not to fold a table's columns.
 
@@ -288,9 +282,11 @@ def render_table(table: pa.Table, fmt: str, *, title: str | None = None) -> str 
     """Render an Arrow table as csv or json text; for `table`, print it and return None."""
     from rich.table import Table  # noqa: PLC0415 - rich only when printing a table
 
+    from queries.runner import json_value  # noqa: PLC0415 - DuckDB only for commands that query
+
     rows = table.to_pylist()
     if fmt == "json":
-        return orjson.dumps(rows, default=_json_default, option=orjson.OPT_NAIVE_UTC).decode()
+        return orjson.dumps(rows, default=json_value, option=orjson.OPT_NAIVE_UTC).decode()
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
@@ -343,6 +339,7 @@ def query(
     list_only: bool,
 ) -> None:
     """Run a named query (see --list); no SQL text is ever accepted."""
+    raise_on_sigterm()  # a Ctrl-C inside a DuckDB query is an interruption, not a bug
     from queries.runner import default_queries, get_query  # noqa: PLC0415
 
     if list_only or name is None:

@@ -59,11 +59,19 @@ def _is_loopback(host: str) -> bool:
 
 
 def free_port(host: str = _ADDRESS) -> int:
-    """A TCP port free on `host` right now (Streamlit needs a concrete port)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port free on `host` right now (Streamlit needs a concrete port); IPv4 or IPv6
+    as `host` is; a host that cannot be bound is a bad --host."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.bind(address)
+            port: int = sock.getsockname()[1]
+            return port
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot listen on {host} ({exc.strerror or type(exc).__name__})",
+            param_hint="--host",
+        ) from None
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -192,9 +200,10 @@ def dashboard(
         # The dashboard has no login of its own: off loopback it must at least sit on a
         # token-protected sidecar, and behind an authenticating proxy (docs/dashboard.md).
         raise click.UsageError("--host other than loopback needs --token (or ERRSCOPE_TOKEN)")
+    free = free_port(host)  # also refuses a host this machine cannot listen on
     if port:
         check_port_free(host, port)
-    port = port or free_port(host if _is_loopback(host) else "0.0.0.0")  # noqa: S104
+    port = port or free
     env = child_environment(
         dict(os.environ), api=api, token=token, db=db, as_of=as_of, refresh_s=refresh_s
     )
@@ -204,7 +213,8 @@ def dashboard(
         child.send_signal(signum)
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    click.echo(f"errscope dashboard: http://{host}:{port}", err=False)
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
+    click.echo(f"errscope dashboard: http://{shown}:{port}", err=False)
     try:
         code = child.wait()
     finally:

@@ -7,11 +7,14 @@ import os
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
+from http import HTTPStatus
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 
 from collector.errors import ConfigError, ConfigErrorKind, StoreError, StoreErrorKind
+from collector.lake import mask_secrets
 from collector.pipeline import NonToolPolicy
 from collector.record import Deploy
 from collector.scrub import default_scrubber
@@ -200,9 +203,22 @@ def deploy(
                 store.add_deploys([mark])
             click.echo(f"marked {service} {version_} at {ts.isoformat()} in {db}")
             return
-        url = (api or os.environ.get("ERRSCOPE_API") or "http://127.0.0.1:4320").rstrip(
-            "/"
-        ) + "/v1/deploys"
+        base = (api or os.environ.get("ERRSCOPE_API") or "http://127.0.0.1:4320").rstrip("/")
+        try:
+            parts = urlsplit(base)
+            parts.port  # noqa: B018 - raises on a port that is not a number
+        except ValueError:
+            parts = urlsplit("")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(
+                ConfigErrorKind.BAD_VALUE,
+                "the sidecar's API address must be an http(s) URL",
+                entry=mask_secrets(base),
+                field="api",
+                hint="for example http://127.0.0.1:4320",
+            )
+        url = base + "/v1/deploys"
+        shown = mask_secrets(url)  # an URL's password never reaches the terminal
         body = json.dumps(
             {
                 "service": service,
@@ -218,19 +234,37 @@ def deploy(
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
         try:
             with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
-                response.read()
+                answer = response.read(4096)
         except urllib.error.HTTPError as exc:
-            raise _refused(exc, url) from None
+            raise _refused(exc, shown) from None
         except OSError as exc:
             raise ConfigError(
                 ConfigErrorKind.UNREADABLE,
                 f"cannot reach the sidecar ({type(exc).__name__})",
-                entry=url,
+                entry=shown,
                 hint="is `errscope serve` running? or pass --db PATH",
             ) from None
+        if response.status != HTTPStatus.CREATED or not _is_deploy_answer(answer):
+            # Some other server (a web page) answered 200: nothing was marked.
+            raise ConfigError(
+                ConfigErrorKind.UNREADABLE,
+                f"the answer (HTTP {response.status}) is not an errscope sidecar's",
+                entry=shown,
+                field="api",
+                hint="point --api at the sidecar's API address (its --api flag)",
+            )
         click.echo(f"marked {service} {version_} at {ts.isoformat()}")
 
     _go()
+
+
+def _is_deploy_answer(body: bytes) -> bool:
+    """Whether `body` is what `POST /v1/deploys` answers: the mark, as JSON."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and {"service", "version", "ts"} <= answer.keys()
 
 
 def _refused(exc: urllib.error.HTTPError, url: str) -> ConfigError:

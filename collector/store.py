@@ -134,6 +134,13 @@ def check_schema_readable(current: int, entry: str, *, read_only: bool = False) 
             entry=entry,
             hint="upgrade errscope",
         )
+    if read_only and current == 0:
+        raise StoreError(
+            StoreErrorKind.UNREADABLE,
+            "not an errscope store: no errscope schema in it",
+            entry=entry,
+            hint="pass a store written by `errscope serve` or `errscope run`",
+        )
     if read_only and 0 < current < SCHEMA_VERSION:
         raise StoreError(
             StoreErrorKind.SCHEMA_TOO_OLD,
@@ -372,10 +379,27 @@ class DuckDBStore:
     def _check_version_readable(self) -> None:
         check_schema_readable(self.schema_version(), self.path, read_only=self.read_only)
 
+    def _refuse_foreign_tables(self) -> None:
+        """A database with tables but no errscope schema is someone else's: never add
+        errscope's tables to it (`--db` pointed at the wrong file)."""
+        row = self._con.execute(
+            "SELECT count(*) FROM information_schema.tables "
+            "WHERE table_catalog = current_database() AND table_schema = 'main'"
+        ).fetchone()
+        if row and row[0]:
+            raise StoreError(
+                StoreErrorKind.UNREADABLE,
+                "not an errscope store: the database holds other tables",
+                entry=self.path,
+                hint="pass a store written by `errscope serve` or `errscope run`, or a new path",
+            )
+
     def migrate(self) -> int:
         """Bring the schema to `SCHEMA_VERSION`, one migration per transaction; return it."""
         self._check_version_readable()
         with self._write_lock:
+            if self.schema_version() == 0:
+                self._refuse_foreign_tables()
             self._con.execute(
                 "CREATE TABLE IF NOT EXISTS errscope_schema "
                 "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, "

@@ -21,7 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from enum import StrEnum
 from functools import cache
 from importlib import resources
@@ -40,9 +41,24 @@ __all__ = [
     "Param",
     "ParamType",
     "bind_params",
+    "json_value",
     "load_queries",
     "run_query",
 ]
+
+
+def json_value(value: object) -> object:
+    """A query result value orjson cannot write, as JSON can: a DECIMAL (what DuckDB's
+    sum of integers is) as a number, exact when integral; a date or time as ISO 8601.
+    The CLI and the query API both write rows with it, so both print the same thing."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    raise TypeError(type(value).__name__)
+
 
 _HEADER_RE: Final = re.compile(r"--\s*(name|returns|param):\s*(.*)")
 _PARAM_RE: Final = re.compile(

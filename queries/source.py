@@ -85,7 +85,11 @@ class ApiSource:
     def __init__(
         self, url: str, *, token: str | None = None, timeout_s: float = _DEFAULT_TIMEOUT_S
     ) -> None:
-        parsed = urllib.parse.urlsplit(url)
+        try:
+            parsed = urllib.parse.urlsplit(url)
+            parsed.port  # noqa: B018 - raises on a port that is not a number
+        except ValueError:  # `http://[::1` and its kin
+            parsed = urllib.parse.urlsplit("")
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise SourceError(
                 StoreErrorKind.BAD_URL,

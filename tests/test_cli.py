@@ -399,3 +399,203 @@ def test_a_bad_command_line_is_one_coded_line(args: list[str], line: str) -> Non
     assert result.stderr.startswith(line), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "--help` lists the" in result.stderr
+
+
+# ------------------------------------------------------------------ inputs from a review
+
+
+def test_query_json_writes_decimal_sums_as_numbers(db: Path) -> None:
+    """`minute_rollup` sums integers, which DuckDB returns as DECIMAL: `--format json` died
+    with an internal error on it.  They are JSON numbers now."""
+    result = run(
+        [
+            "query",
+            "minute_rollup",
+            "--db",
+            str(db),
+            "-p",
+            "since=2026-11-30T08:00:00Z",
+            "-p",
+            "until=2026-11-30T12:00:00Z",
+            "--format",
+            "json",
+        ]
+    )
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert rows
+    assert all(isinstance(r["calls"], int) for r in rows)
+
+
+def test_deploy_never_prints_the_password_of_its_api_url(tmp_path: Path) -> None:
+    """`--api http://user:password@host` was echoed whole in the error line."""
+    result = run(
+        ["deploy", "--service", "a", "--version", "1", "--api", "http://ci:hunter2pass@127.0.0.1:9"]
+    )
+    assert result.returncode == 2
+    assert "hunter2pass" not in result.stderr + result.stdout
+    assert "ci:***@" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["deploy", "findings"])
+@pytest.mark.parametrize("url", ["http://[::1", "foo", "ftp://host"])
+def test_a_malformed_api_url_is_a_usage_error(command: str, url: str) -> None:
+    """A URL that does not parse was an internal error (exit 70); it is one line, exit 2."""
+    args = ["--service", "a", "--version", "1"] if command == "deploy" else []
+    result = run([command, *args, "--api", url])
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error[")
+    assert "\n" not in result.stderr.strip()
+
+
+def test_deploy_refuses_an_answer_that_is_not_the_sidecars(tmp_path: Path) -> None:
+    """Any web server answering 200 made `deploy` print "marked": nothing was."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html>hello</html>")
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = run(
+            [
+                "deploy",
+                "--service",
+                "a",
+                "--version",
+                "1",
+                "--api",
+                f"http://127.0.0.1:{server.server_port}",
+            ]
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 2, result.stdout
+    assert "marked" not in result.stdout
+    assert "not an errscope sidecar's" in result.stderr
+
+
+def _foreign(path: Path) -> Path:
+    import duckdb
+
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE invoices (id INTEGER)")
+    return path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["deploy", "--service", "a", "--version", "1", "--db"], id="deploy"),
+        pytest.param(["prune", "--older-than", "30d", "--db"], id="prune"),
+    ],
+)
+def test_a_database_that_is_not_a_store_is_never_written(tmp_path: Path, args: list[str]) -> None:
+    """`--db` at someone else's DuckDB file added errscope's five tables to it."""
+    import duckdb
+
+    path = _foreign(tmp_path / "theirs.duckdb")
+    result = run([*args, str(path)])
+    assert result.returncode == 2, result.stdout
+    assert "not an errscope store" in result.stderr
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SHOW TABLES").fetchall() == [("invoices",)]
+
+
+def test_migrate_from_a_database_that_is_not_a_store(tmp_path: Path) -> None:
+    """An internal error that left an empty destination behind; now one line and nothing."""
+    source = _foreign(tmp_path / "theirs.duckdb")
+    target = tmp_path / "copy.duckdb"
+    result = run(["migrate", "--from", str(source), "--to", str(target)])
+    assert result.returncode == 2, result.stderr
+    assert "not an errscope store" in result.stderr
+    assert not target.exists()
+
+
+def test_scrub_jsonl_keeps_big_integers_and_refuses_deep_nesting() -> None:
+    """orjson reads an integer past 64 bits as a float (an id came back changed), and a
+    line nested 100,000 deep was a traceback."""
+    big = '{"id": 12345678901234567890123, "text": "a"}\n'
+    result = run(["scrub", "--jsonl"], input=big)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["id"] == 12345678901234567890123
+    deep = '{"id": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + ', "text": "a"}\n'
+    result = run(["scrub", "--jsonl"], input=deep)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error[bad_input] line 1")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("flag", ["--api", "--otlp-http"])
+def test_run_needs_the_api_and_otlp_http(tmp_path: Path, flag: str) -> None:
+    """`errscope run --api off` was a KeyError traceback: the demo and the dashboard use
+    both listeners."""
+    result = run(["run", "--data-dir", str(tmp_path / "d"), flag, "off"])
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error[bad_flag] {flag}:")
+
+
+def test_a_failed_first_run_leaves_no_empty_store(tmp_path: Path) -> None:
+    """A first `errscope run` whose sidecar could not bind left an empty store, and the
+    next run took it for data and skipped the back-fill."""
+    import socket
+
+    data = tmp_path / "d"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run(
+            [
+                "run",
+                "--data-dir",
+                str(data),
+                "--api",
+                f"127.0.0.1:{port}",
+                "--otlp-grpc",
+                "127.0.0.1:0",
+                "--otlp-http",
+                "127.0.0.1:0",
+                "--no-dashboard",
+            ]
+        )
+    assert result.returncode == 1
+    assert "cannot bind" in result.stderr
+    assert not (data / "errscope.duckdb").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        pytest.param(["--api", "http://[::1"], "--api", id="bad-url"),
+        pytest.param(
+            [
+                "--host",
+                "nosuchhost.invalid",
+                "--token",
+                "0123456789abcdef0123",
+                "--api",
+                "http://127.0.0.1:9",
+            ],
+            "--host",
+            id="bad-host",
+        ),
+    ],
+)
+def test_dashboard_flag_mistakes_are_one_line(args: list[str], flag: str) -> None:
+    """A URL that does not parse or a host that does not resolve was a traceback."""
+    result = run(["dashboard", "--port", "0", *args])
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"error[bad_flag] {flag}:")
+    assert "Traceback" not in result.stderr

@@ -61,6 +61,7 @@ class Child:
     process: subprocess.Popen[str]
     log_path: Path
     lines: queue.Queue[str] = field(default_factory=queue.Queue)
+    log_start: int = 0  # where this run's lines begin in the (appended) log file
 
     def alive(self) -> bool:
         """Whether the process is still running."""
@@ -86,6 +87,7 @@ def start_child(name: str, argv: Sequence[str], log_dir: Path, env: dict[str, st
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     log = log_path.open("a", encoding="utf-8")
+    log_start = log.tell()
     process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
         list(argv),
         stdout=subprocess.PIPE,
@@ -95,7 +97,7 @@ def start_child(name: str, argv: Sequence[str], log_dir: Path, env: dict[str, st
         env=env,
         start_new_session=True,
     )
-    child = Child(name, process, log_path)
+    child = Child(name, process, log_path, log_start=log_start)
     assert process.stdout is not None  # noqa: S101 - stdout=PIPE above
     threading.Thread(
         target=_pump, args=(process.stdout, log, child.lines), name=f"{name}-log", daemon=True
@@ -154,11 +156,15 @@ def _wait_http(url: str, child: Child, stop: threading.Event, timeout_s: float) 
     return False
 
 
-def _tail(path: Path, lines: int = 8) -> str:
+def _tail(path: Path, lines: int = 8, *, start: int = 0) -> str:
+    """The last `lines` lines of `path` written from byte `start` on (this run's)."""
     try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+        with path.open("rb") as log:
+            log.seek(start)
+            text = log.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def _has_command(name: str) -> bool:
@@ -245,6 +251,12 @@ def run(
     reset: bool,
 ) -> None:
     """Sidecar + demo history + dashboard on ./data, until Ctrl-C (what `make run` does)."""
+    for flag, value in (("--otlp-http", otlp_http), ("--api", api)):
+        if value.strip().lower() in ("", "off", "none"):
+            # The demo sends over OTLP/HTTP and the dashboard reads through the API.
+            raise click.BadParameter(
+                "errscope run needs it (the demo and dashboard use it)", param_hint=flag
+            )
     data_dir.mkdir(parents=True, exist_ok=True)
     store = data_dir / STORE_NAME
     if reset:
@@ -263,6 +275,11 @@ def run(
     previous = stop_on_signals(session.stop)
     try:
         status = session.start_sidecar(otlp_grpc=otlp_grpc, otlp_http=otlp_http, api=api)
+        if status and session.fresh:
+            # The store a failed first start made is empty: left there, the next run would
+            # take it for data and skip the back-fill.
+            session.close()
+            _reset(store)
         if status == 0:
             status = session.serve(
                 dashboard_port=dashboard_port if with_dashboard else None, live=live
@@ -394,7 +411,7 @@ def _start_dashboard(
 def _report_failed_start(sidecar: Child) -> int:
     click.echo(
         f"error[sidecar] the sidecar did not start; {sidecar.log_path}:\n"
-        + _tail(sidecar.log_path),
+        + _tail(sidecar.log_path, start=sidecar.log_start),
         err=True,
     )
     return EXIT_FAILED

@@ -13,6 +13,7 @@ Redaction counts go to stderr with `--stats` (counts per rule id, never values).
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -91,6 +92,9 @@ def scrub(
             click.echo(f"{rule_id}\t{count}", err=True)
 
 
+_LONG_NUMBER = re.compile(r"\d{19}")
+
+
 def _run_jsonl(
     scrubber: Scrubber,
     stdin: BinaryIO,
@@ -108,11 +112,12 @@ def _run_jsonl(
         # it accepts lone surrogate escapes that orjson rejects.
         line = raw.decode("utf-8", "replace")
         try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            # orjson reads an integer past 64 bits as a float: an id would come back changed.
+            record = json.loads(line) if _LONG_NUMBER.search(line) else orjson.loads(line)
+        except (orjson.JSONDecodeError, RecursionError):
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # nested past Python's recursion limit
                 _fail(f"error[bad_input] line {number}: not valid JSON")
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             _fail(f'error[bad_input] line {number}: expected {{"id": ..., "text": "..."}}')
