@@ -27,11 +27,23 @@ log = logging.getLogger("errscope.forward")
 
 DEFAULT_MAX_QUEUE_SPANS: Final = 20_000
 _BATCH: Final = 512
+# How long a stop waits for the queue to go upstream, twice at most (before and after the
+# exporter is shut down): with docker's 10 s stop timeout, the store's own close needs
+# the rest.
+STOP_TIMEOUT_S: Final = 2.0
 
 
 def make_exporter(url: str, *, timeout_s: float = 10.0) -> SpanExporter:
     """An OTLP exporter for `http://HOST:PORT[/path]` or `grpc://HOST:PORT`."""
     parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            ConfigErrorKind.BAD_VALUE,
+            "a forward target must not carry credentials: they would reach the logs",
+            field="forward",
+            hint="give them as OTEL_EXPORTER_OTLP_HEADERS (authorization=...), which the "
+            "exporter reads",
+        )
     if parts.scheme in ("http", "https") and parts.netloc:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
             OTLPSpanExporter as HttpExporter,
@@ -100,11 +112,22 @@ class Forwarder:
             else:
                 self.failures += 1
                 self.dropped += len(batch)
+                if self._stopping:  # an upstream that fails now will not be back in time
+                    self._drop_queued()
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Send what is queued (within the timeout), then shut the exporter down."""
+    def _drop_queued(self) -> None:
+        with self._cond:
+            self.dropped += len(self._queue)
+            self._queue.clear()
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Send what is queued within `timeout_s`, drop (and count) the rest, and shut the
+        exporter down; a process stop must not wait on an upstream that is down."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
         self._thread.join(timeout_s)
-        self.exporter.shutdown()
+        if self._thread.is_alive():
+            self._drop_queued()
+        self.exporter.shutdown()  # also ends an exporter's wait between retries
+        self._thread.join(timeout_s)

@@ -261,15 +261,20 @@ def _integer(value: Any) -> int | None:
 
 
 def _enum(value: Any, names: Mapping[str, int], field: str) -> int:
-    """An enum as its number (the OTLP form) or its name (the proto3 JSON form)."""
+    """An enum as its number (the OTLP form) or its name (the proto3 JSON form).
+
+    A number OTLP does not define (yet) reads as 0, unspecified, as protobuf's open enums
+    let the same span through the binary encoding; a name that is not one, or a value of
+    another type, is an error.
+    """
     if value is None:
         return 0
     number = names.get(value) if isinstance(value, str) else None
     if number is None:
         number = _integer(value)
-    if number is None or number not in names.values():
+    if number is None or not -(2**31) <= number < 2**31:
         raise OtlpDecodeError(f"{field} is not a known enum value")
-    return number
+    return number if number in names.values() else 0
 
 
 def _nanos(value: Any, field: str) -> int:

@@ -61,6 +61,9 @@ _HEX16_RE: Final = re.compile(r"[0-9a-f]{16}")
 _ID_CHARS: Final = string.ascii_letters + string.digits + "_.:/+=@-"
 _HEX_CHARS: Final = "0123456789abcdef"
 _LABEL_RE: Final = re.compile(r"[^\x00-\x1f\x7f]+")
+# Half of a UTF-16 pair on its own: Python holds it (an undecodable byte read with
+# surrogateescape becomes one), but UTF-8, Arrow and DuckDB cannot.
+_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 
 
 def is_identifier(value: str) -> bool:
@@ -131,6 +134,13 @@ def _check_label(entry: str, field: str, value: str | None) -> None:
         entry,
         field,
         "contains control characters",
+    )
+    _check(
+        value.isascii() or _SURROGATE_RE.search(value) is None,
+        RecordErrorKind.BAD_VALUE,
+        entry,
+        field,
+        "is not valid Unicode text (a lone surrogate, or a byte that is not UTF-8)",
     )
 
 

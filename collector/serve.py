@@ -44,13 +44,14 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -58,7 +59,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final, cast
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import grpc
 import orjson
@@ -101,7 +102,7 @@ from collector.store import DEFAULT_MEMORY_LIMIT, MEMORY_SIZE_HINT, StoreFault, 
 from collector.stores import open_store
 from collector.units import parse_time
 from collector.writer import Writer
-from queries.runner import run_query
+from queries.runner import json_value, run_query
 from queries.source import ARROW_STREAM
 
 __all__ = ["EXIT_STORE_IO", "ServeConfig", "Sidecar", "parse_address", "refuse_secret_labels"]
@@ -238,6 +239,15 @@ class ServeConfig:
             raise ConfigError(
                 ConfigErrorKind.BAD_VALUE, "must be at least 16 characters", field="token"
             )
+        if self.token is not None and not _TOKEN_RE.fullmatch(self.token):
+            # A client sends the header as ASCII, and strips the space or newline a file's
+            # token ends in: the sidecar would refuse every export for ever.
+            raise ConfigError(
+                ConfigErrorKind.BAD_VALUE,
+                "must be visible ASCII characters only (no spaces, newlines or accents)",
+                field="token",
+                hint="a token from a file: strip its trailing newline",
+            )
         if not any((self.otlp_grpc, self.otlp_http, self.api)):
             raise ConfigError(
                 ConfigErrorKind.BAD_VALUE,
@@ -276,7 +286,8 @@ class Metrics:
 
     received: int = 0
     stored: int = 0
-    rejected: Counter[str] = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter)  # spans, by reason
+    refused: Counter[str] = field(default_factory=Counter)  # requests or connections
     redactions: Counter[str] = field(default_factory=Counter)
     tool_calls: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     tool_call_series_overflow: int = 0  # calls counted under OTHER_LABEL (`count_tool_call`)
@@ -314,6 +325,11 @@ class Metrics:
         lines += [
             f'errscope_spans_rejected_total{{reason="{esc(r)}"}} {n}'
             for r, n in self.rejected.items()
+        ]
+        lines += ["# TYPE errscope_exports_refused_total counter"]
+        lines += [
+            f'errscope_exports_refused_total{{reason="{esc(r)}"}} {n}'
+            for r, n in self.refused.items()
         ]
         lines += ["# TYPE errscope_redactions_total counter"]
         lines += [
@@ -360,6 +376,7 @@ class Sidecar:
         catalog = (
             load_catalog([Path(f) for f in config.catalog_files]) if config.catalog_files else None
         )
+        exporter = make_exporter(config.forward) if config.forward else None  # may refuse it
         self.store = open_store(
             config.store, data_path=config.data_path, memory_limit=config.store_memory
         )
@@ -369,7 +386,7 @@ class Sidecar:
             catalog=catalog, non_tool=config.non_tool, forward=config.forward is not None
         )
         self.metrics = Metrics()
-        self.forwarder = Forwarder(make_exporter(config.forward)) if config.forward else None
+        self.forwarder = Forwarder(exporter) if exporter is not None else None
         self.writer = Writer(
             self.sink,
             max_queue_bytes=max(config.max_inflight_bytes, config.max_body_bytes) * 2,
@@ -450,7 +467,7 @@ class Sidecar:
 
     def _count_refusal(self, reason: str) -> None:
         with self.metrics.lock:
-            self.metrics.rejected[reason] += 1
+            self.metrics.refused[reason] += 1
         log.warning("export refused", extra={"code": "unavailable", "reason": reason})
 
     def _after_commit(
@@ -634,6 +651,7 @@ class _TraceService:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         size = len(body)
         if not self.sidecar._admit(size):
+            self.sidecar._count_refusal("overloaded")
             context.set_trailing_metadata(_retry_info_metadata())
             context.abort(grpc.StatusCode.UNAVAILABLE, "overloaded, retry shortly")
         try:
@@ -841,7 +859,7 @@ class _Server(ThreadingHTTPServer):
             request.send(_TOO_MANY_CONNECTIONS)
         self.shutdown_request(request)
         with self.sidecar.metrics.lock:
-            self.sidecar.metrics.rejected["too_many_connections"] += 1
+            self.sidecar.metrics.refused["too_many_connections"] += 1
 
     def start_drain(self) -> None:
         """Begin the drain's grace period for connections without a whole request."""
@@ -903,16 +921,40 @@ class _Handler(BaseHTTPRequestHandler):
     allowed: Mapping[str, tuple[str, ...]] = {}
     # The client sent `Expect: 100-continue` and has not been told to send its body yet.
     _continue_pending: bool = False
+    _answered: bool = False  # a response to the current request has been started
 
     def log_message(self, format: str, *args: Any) -> None:
         """Access logs are off: paths may carry query values."""
 
     def handle_one_request(self) -> None:
-        """One request, its head and body timed by the server's reaper."""
+        """One request, its head and body timed by the server's reaper.
+
+        A failure of ours (a bug) still gets an answer, 500 with a code, and a close: a
+        client left without one retries into the same failure, and a proxy in front of the
+        sidecar reads the dropped connection as the network's fault.
+        """
         if not self.server.enter(self.connection, _Phase.HEAD):
             self.close_connection = True
             return
-        super().handle_one_request()
+        self._answered = False
+        try:
+            super().handle_one_request()
+        except (ConnectionError, TimeoutError):
+            raise
+        except Exception as exc:
+            if self._answered:
+                raise
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self._error(
+                    HTTPStatus.INTERNAL_SERVER_ERROR,
+                    "internal_error",
+                    "the sidecar failed on this request; its log has the code",
+                )
+            log.error(  # noqa: TRY400 - the class only: the exception text may carry payload
+                "HTTP handler failed",
+                extra={"code": "internal", "error_class": type(exc).__name__},
+            )
 
     def parse_request(self) -> bool:
         """Parse the head; a request without a body is whole once its head is read."""
@@ -939,6 +981,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(
         self, status: int, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
     ) -> None:
+        self._answered = True
         if self.server.sidecar.draining.is_set() or self._continue_pending:
             # Draining: end every kept-alive connection after this answer (see Sidecar.stop).
             # A body never asked for may still come, and would be read as the next request.
@@ -962,6 +1005,16 @@ class _Handler(BaseHTTPRequestHandler):
         **extra: Any,
     ) -> None:
         body = orjson.dumps({"error": kind, "message": message, **extra})
+        self._send_error(status, body, _JSON, headers)
+
+    def _send_error(
+        self,
+        status: HTTPStatus,
+        body: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Send an error answer: `Retry-After` on 503, and a close where one is due."""
         headers = dict(headers or {})
         if status == HTTPStatus.SERVICE_UNAVAILABLE:
             headers["Retry-After"] = str(RETRY_AFTER_S)
@@ -971,7 +1024,7 @@ class _Handler(BaseHTTPRequestHandler):
         ):
             headers["Connection"] = "close"
             self.close_connection = True
-        self._send(status, body, _JSON, headers)
+        self._send(status, body, content_type, headers)
 
     def _refuse_framing(self, exc: _FramingError) -> None:
         """Answer a request whose body cannot be trusted, and close: where it ends is unknown."""
@@ -1033,6 +1086,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             return self._read_body(framing, limit, reserve)
         except _FramingError as exc:
+            self.server.sidecar._count_refusal(exc.kind)  # overloaded, too_large, timeout...
             self._refuse_framing(exc)
         except _ClientGone:
             self.close_connection = True
@@ -1187,8 +1241,44 @@ def _discard(_size: int) -> bool:
     return True
 
 
+# The gRPC code an OTLP/HTTP error's Status carries for each HTTP status errscope sends.
+_STATUS_CODES_FOR_HTTP: Final = {
+    HTTPStatus.BAD_REQUEST: code_pb2.INVALID_ARGUMENT,
+    HTTPStatus.UNAUTHORIZED: code_pb2.UNAUTHENTICATED,
+    HTTPStatus.NOT_FOUND: code_pb2.NOT_FOUND,
+    HTTPStatus.METHOD_NOT_ALLOWED: code_pb2.UNIMPLEMENTED,
+    HTTPStatus.REQUEST_TIMEOUT: code_pb2.DEADLINE_EXCEEDED,
+    HTTPStatus.LENGTH_REQUIRED: code_pb2.INVALID_ARGUMENT,
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: code_pb2.INVALID_ARGUMENT,
+    HTTPStatus.UNSUPPORTED_MEDIA_TYPE: code_pb2.INVALID_ARGUMENT,
+    HTTPStatus.NOT_IMPLEMENTED: code_pb2.UNIMPLEMENTED,
+    HTTPStatus.SERVICE_UNAVAILABLE: code_pb2.UNAVAILABLE,
+}
+
+
 class _OtlpHandler(_Handler):
     allowed: Mapping[str, tuple[str, ...]] = {"/v1/traces": ("POST",)}
+
+    def _error(
+        self,
+        status: HTTPStatus,
+        kind: str,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        """An OTLP/HTTP error: a `google.rpc.Status` in the request's encoding (OTLP spec,
+        "Failures"), protobuf for a protobuf request and JSON otherwise; its message starts
+        with errscope's code (`too_large: body over the limit`)."""
+        del extra  # only the API's errors carry fields of their own
+        code = _STATUS_CODES_FOR_HTTP.get(status, code_pb2.INTERNAL)
+        text = f"{kind}: {message}"
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if content_type == _PROTOBUF:
+            body = status_pb2.Status(code=code, message=text).SerializeToString()
+        else:
+            body, content_type = orjson.dumps({"code": code, "message": text}), _JSON
+        self._send_error(status, body, content_type, headers)
 
     def do_GET(self) -> None:
         """405 or 404 (`_not_allowed`): exports are POSTed."""
@@ -1307,6 +1397,10 @@ class _ApiHandler(_Handler):
         """/healthz, /metrics, /v1/queries, /v1/query/{name}."""
         sidecar = self.server.sidecar
         parts = urlsplit(self.path)
+        if "Content-Length" in self.headers or "Transfer-Encoding" in self.headers:
+            # Not read, a body would be taken for the next request on this connection: a
+            # proxy reusing it would hand one client's answer to another.
+            self._drain()
         if parts.path == "/healthz":
             health = sidecar.health()
             status = HTTPStatus.OK if health["status"] == "ok" else HTTPStatus.SERVICE_UNAVAILABLE
@@ -1327,7 +1421,13 @@ class _ApiHandler(_Handler):
                     "name": q.name,
                     "returns": q.returns,
                     "params": [
-                        {"name": p.name, "type": str(p.type), "default": p.default}
+                        {
+                            "name": p.name,
+                            "type": str(p.type),
+                            "required": p.required,
+                            # "null" in a query file: optional, with no value by default
+                            "default": None if p.default == "null" else p.default,
+                        }
                         for p in q.params
                     ],
                 }
@@ -1336,12 +1436,23 @@ class _ApiHandler(_Handler):
             self._send(HTTPStatus.OK, orjson.dumps(listing), _JSON)
             return
         if parts.path.startswith("/v1/query/"):
-            self._query(parts.path.removeprefix("/v1/query/"), parts.query)
+            self._query(unquote(parts.path.removeprefix("/v1/query/")), parts.query)
             return
         self._not_allowed()
 
     def _query(self, name: str, query_string: str) -> None:
-        params = dict(parse_qsl(query_string, keep_blank_values=True))
+        pairs = parse_qsl(query_string, keep_blank_values=True)
+        params = dict(pairs)
+        if len(params) < len(pairs):
+            # `since=1h&since=2h`: which one was meant is unknown, and a proxy may keep the
+            # other; refused, as an unknown parameter is.
+            twice = sorted({k for k, _ in pairs if [p for p, _ in pairs].count(k) > 1})
+            self._error(
+                HTTPStatus.BAD_REQUEST,
+                "bad_param_value",
+                f"given more than once: {', '.join(twice)}",
+            )
+            return
         try:
             table = run_query(self.server.sidecar.store.cursor(), name, params)
         except QueryError as exc:
@@ -1355,14 +1466,24 @@ class _ApiHandler(_Handler):
         except ErrscopeError as exc:
             self._send(HTTPStatus.SERVICE_UNAVAILABLE, orjson.dumps(exc.as_dict()), _JSON)
             return
-        if ARROW_STREAM in (self.headers.get("Accept") or ""):
+        vary = {"Vary": "Accept"}
+        answer = negotiate(self.headers.get_all("Accept") or [], (_JSON, ARROW_STREAM))
+        if answer is None:
+            self._error(
+                HTTPStatus.NOT_ACCEPTABLE,
+                "not_acceptable",
+                f"this answers {_JSON} or {ARROW_STREAM}",
+                headers=vary,
+            )
+            return
+        if answer == ARROW_STREAM:
             sink = pa.BufferOutputStream()
             with pyarrow.ipc.new_stream(sink, table.schema) as writer:
                 writer.write_table(table)
-            self._send(HTTPStatus.OK, sink.getvalue().to_pybytes(), ARROW_STREAM)
+            self._send(HTTPStatus.OK, sink.getvalue().to_pybytes(), ARROW_STREAM, vary)
             return
-        body = orjson.dumps(table.to_pylist(), default=str, option=orjson.OPT_NAIVE_UTC)
-        self._send(HTTPStatus.OK, body, _JSON)
+        body = orjson.dumps(table.to_pylist(), default=json_value, option=orjson.OPT_NAIVE_UTC)
+        self._send(HTTPStatus.OK, body, _JSON, vary)
 
     def do_POST(self) -> None:
         """POST /v1/deploys: mark a deploy (service, version, environment, optional ts)."""
@@ -1370,6 +1491,17 @@ class _ApiHandler(_Handler):
             self._not_allowed()
             return
         if not self._authorised():
+            return
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if content_type != _JSON:
+            # Only JSON: a web page can POST text/plain to loopback without asking, and
+            # application/json makes the browser ask first (CORS), which is never granted.
+            self._drain()
+            self._error(
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send application/json",
+            )
             return
         try:
             framing = self._framing()
@@ -1424,6 +1556,56 @@ class _ApiHandler(_Handler):
             ),
             _JSON,
         )
+
+
+def negotiate(accept: Sequence[str], offered: Sequence[str]) -> str | None:
+    """The media type of `offered` that `Accept` prefers (RFC 9110 §12.5.1); None if none.
+
+    q-values, `type/*` and `*/*` count, a more specific range wins over a wider one, and
+    on a tie the first offered wins; no header means anything, so the first.
+    """
+    ranges: list[tuple[str, str, float]] = []
+    for header in accept:
+        for item in header.split(","):
+            media, *params = (part.strip() for part in item.split(";"))
+            if not media:
+                continue
+            kind, _, sub = media.lower().partition("/")
+            q = 1.0
+            for param in params:
+                key, _, value = param.partition("=")
+                if key.strip().lower() == "q":
+                    try:
+                        q = min(max(float(value), 0.0), 1.0)
+                    except ValueError:
+                        q = 0.0
+            ranges.append((kind, sub or "*", q))
+    if not ranges:
+        return offered[0] if offered else None
+    scored: list[tuple[float, int, str]] = []
+    for position, media in enumerate(offered):
+        kind, _, sub = media.lower().partition("/")
+        matches = [
+            (specificity, q)
+            for r_kind, r_sub, q in ranges
+            if (specificity := _specificity(kind, sub, r_kind, r_sub)) >= 0
+        ]
+        if matches:
+            q = max(matches)[1]  # the most specific range that matches decides
+            if q > 0:
+                scored.append((q, -position, media))
+    return max(scored)[2] if scored else None
+
+
+def _specificity(kind: str, sub: str, r_kind: str, r_sub: str) -> int:
+    """2 for an exact range, 1 for `type/*`, 0 for `*/*`, -1 when it does not match."""
+    if r_kind == "*" and r_sub == "*":
+        return 0
+    if r_kind != kind:
+        return -1
+    if r_sub == "*":
+        return 1
+    return 2 if r_sub == sub else -1
 
 
 class _DeployError(ValueError):
@@ -1521,12 +1703,43 @@ class TextLogFormatter(logging.Formatter):
         return f"{head} {fields}".rstrip()
 
 
+# `scheme://user:password@` and a bare `user:password@host` (how gRPC names a target).
+_USERINFO_RE: Final = re.compile(r"((?:[a-zA-Z][a-zA-Z0-9+.-]*://)?)[^\s/@:]+:[^\s/@]*@")
+_LIBRARY_MESSAGE_CHARS: Final = 300
+_TOKEN_RE: Final = re.compile(r"[\x21-\x7e]+")
+
+
+class _LibraryLogFilter(logging.Filter):
+    """A library's message (the OTLP exporters', gRPC's) as one short line with no secret.
+
+    Their text is not ours: an exporter names its target, userinfo included, and quotes its
+    upstream's answers.  Userinfo and anything the secret rules find are masked, the line
+    is cut to `_LIBRARY_MESSAGE_CHARS`, and the exception and stack are dropped.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite a non-errscope record in place; always keep it."""
+        if record.name == "errscope" or record.name.startswith("errscope."):
+            return True
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a library's bad format string: keep its name only
+            text = "unformattable message"
+        text = _USERINFO_RE.sub(r"\1***@", " ".join(text.split()))
+        text = default_scrubber().scrub_secrets(text).text[:_LIBRARY_MESSAGE_CHARS]
+        record.msg, record.args = text, ()
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
 def configure_logging(fmt: str) -> None:
     """Send the process's logs to stderr as text or JSON lines: errscope's from INFO, the
-    libraries' (the OTLP exporters of --forward, gRPC) from WARNING, all in one format, so
-    a collector reading JSON lines never meets a plain-text line."""
+    libraries' (the OTLP exporters of --forward, gRPC) from WARNING and masked
+    (`_LibraryLogFilter`), all in one format, so a collector reading JSON lines never meets
+    a plain-text line."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter() if fmt == "json" else TextLogFormatter())
+    handler.addFilter(_LibraryLogFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)

@@ -16,6 +16,9 @@ _DURATION_RE: Final = re.compile(r"(\d{1,9})(ms|s|m|h|d|w)")
 _DURATIONS_RE: Final = re.compile(r"(?:\d{1,9}(?:ms|s|m|h|d|w))+")
 _UNIT_S: Final = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # Past this a duration is a typo (and `now` minus it would leave datetime's range).
+# Times before the Unix epoch are typing mistakes here, and a year below 1 (a time in year
+# 1 with a positive offset) cannot even be read back as a Python datetime.
+MIN_YEAR: Final = 1970
 _MAX_DURATION_S: Final = 1000 * 365 * 86400
 
 
@@ -50,4 +53,11 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
         parsed = datetime.fromisoformat(cleaned.replace("Z", "+00:00"))
     except ValueError:
         raise ValueError("not an ISO 8601 time, `now`, or a duration such as 24h") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    try:
+        in_utc = parsed.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+05:00 is in year 0
+        in_utc = None
+    if in_utc is None or in_utc.year < MIN_YEAR:
+        raise ValueError(f"out of range: give a time from {MIN_YEAR} to 9999 (in UTC)")
+    return parsed

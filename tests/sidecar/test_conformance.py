@@ -203,7 +203,8 @@ def test_untrustworthy_framing_is_refused(
     """Framing a proxy and the sidecar could read differently gets 4xx/501 and a close."""
     path = "/v1/traces" if listener == "http" else "/v1/deploys"
     address = served.http if listener == "http" else served.api
-    request = head(path, "Content-Type: application/x-protobuf", *fields) + b"hello"
+    kind = "application/x-protobuf" if listener == "http" else "application/json"
+    request = head(path, f"Content-Type: {kind}", *fields) + b"hello"
     answer = exchange(address, request)
     assert statuses(answer) == [expected], answer[:200]
     assert b"Connection: close" in answer
@@ -527,7 +528,7 @@ def test_connections_past_the_cap_get_503_with_retry_after(tmp_path: Path) -> No
             time.sleep(0.2)
         status, text = running.get("/metrics")
         assert status == 200
-        assert b'errscope_spans_rejected_total{reason="too_many_connections"} 1' in text
+        assert b'errscope_exports_refused_total{reason="too_many_connections"} 1' in text
 
 
 # ------------------------------------------------------------------ drain
