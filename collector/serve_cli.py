@@ -9,7 +9,6 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import click
 
@@ -27,6 +26,7 @@ from collector.serve import (
 )
 from collector.store import DuckDBStore
 from collector.units import parse_time
+from queries.source import split_http_url
 
 __all__ = ["deploy", "serve"]
 
@@ -204,12 +204,7 @@ def deploy(
             click.echo(f"marked {service} {version_} at {ts.isoformat()} in {db}")
             return
         base = (api or os.environ.get("ERRSCOPE_API") or "http://127.0.0.1:4320").rstrip("/")
-        try:
-            parts = urlsplit(base)
-            parts.port  # noqa: B018 - raises on a port that is not a number
-        except ValueError:
-            parts = urlsplit("")
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if split_http_url(base) is None:
             raise ConfigError(
                 ConfigErrorKind.BAD_VALUE,
                 "the sidecar's API address must be an http(s) URL",

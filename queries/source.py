@@ -29,7 +29,14 @@ from collector.lake import mask_secrets
 from collector.stores import open_store
 from queries.runner import run_query
 
-__all__ = ["ARROW_STREAM", "ApiSource", "FileSource", "QuerySource", "SourceError"]
+__all__ = [
+    "ARROW_STREAM",
+    "ApiSource",
+    "FileSource",
+    "QuerySource",
+    "SourceError",
+    "split_http_url",
+]
 
 ARROW_STREAM: Final = "application/vnd.apache.arrow.stream"
 _DEFAULT_TIMEOUT_S: Final = 30.0
@@ -79,18 +86,24 @@ def _wire(value: object) -> str:
     return str(value)
 
 
+def split_http_url(url: str) -> urllib.parse.SplitResult | None:
+    """The parts of an http(s) URL with a host and a numeric port, if any; else None
+    (`foo`, `ftp://host`, `http://[::1`, `http://host:port`)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        return None
+    return parts if parts.scheme in ("http", "https") and parts.hostname else None
+
+
 class ApiSource:
     """Named queries through a running sidecar's query API."""
 
     def __init__(
         self, url: str, *, token: str | None = None, timeout_s: float = _DEFAULT_TIMEOUT_S
     ) -> None:
-        try:
-            parsed = urllib.parse.urlsplit(url)
-            parsed.port  # noqa: B018 - raises on a port that is not a number
-        except ValueError:  # `http://[::1` and its kin
-            parsed = urllib.parse.urlsplit("")
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        if split_http_url(url) is None:
             raise SourceError(
                 StoreErrorKind.BAD_URL,
                 "the query API address must be an http(s) URL",
