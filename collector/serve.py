@@ -22,11 +22,12 @@ Promises:
   (or `--insecure`); with a token, ingest and API need `Authorization: Bearer <token>`
   (the scheme in any case);
 - logs carry codes, counts and correlation ids, never payload contents nor tracebacks;
-- SIGTERM/SIGINT stop the listeners, answer the requests already read, close connections
-  that have not sent a whole request within `DRAIN_GRACE_S`, drain the queue, commit, and
-  exit 0; when the store's final checkpoint fails (a full disk), it logs `store_io_error`
-  and exits `EXIT_STORE_IO` (74, sysexits' EX_IOERR): the acknowledged spans are in the
-  store's write-ahead log, which the next start folds in;
+- SIGTERM/SIGINT (and SIGHUP, a closed terminal; from start-up on) stop the listeners,
+  answer the requests already read, close connections that have not sent a whole request
+  within `DRAIN_GRACE_S`, drain the queue, commit, and exit 0; when the store's final
+  checkpoint fails (a full disk), it logs `store_io_error` and exits `EXIT_STORE_IO` (74,
+  sysexits' EX_IOERR): the acknowledged spans are in the store's write-ahead log, which
+  the next start folds in;
 - a store DuckDB invalidates (a checkpoint failed on a full disk) is reopened while exports
   get 503, and a store file deleted under the sidecar stops every acknowledgement
   (`collector.writer`).
@@ -1799,19 +1800,22 @@ def run(config: ServeConfig) -> int:
     status: 0, or `EXIT_STORE_IO` when the store could not be closed cleanly."""
     limit_malloc_arenas()
     keep_pandas_out()
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        set_soon(stop)  # not stop.set(): it can deadlock inside stop.wait() (collector.signals)
+
+    # Before the store opens: a stop asked for during start-up (or a closed terminal's
+    # SIGHUP at any time) drains and checkpoints like SIGTERM, instead of killing the
+    # process with the store open.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
     sidecar = Sidecar(config)
     try:
         addresses = sidecar.start()
     except BaseException:
         sidecar.stop()
         raise
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        set_soon(stop)  # not stop.set(): it can deadlock inside stop.wait() (collector.signals)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     print(orjson.dumps({"event": "ready", **addresses}).decode(), flush=True)
     log.info("serving", extra={"address": " ".join(f"{k}={v}" for k, v in addresses.items())})
     while not stop.wait(0.5):

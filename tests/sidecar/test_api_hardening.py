@@ -311,3 +311,14 @@ def test_a_query_parameter_given_twice_is_refused(served: Served) -> None:
 def test_a_percent_encoded_query_name_is_read(served: Served) -> None:
     """`/v1/query/%65rror_rates` is `error_rates` (RFC 3986), not an unknown query."""
     assert served.get("/v1/query/%65rror_rates?since=1h")[0] == 200
+
+
+def test_sighup_drains_and_exits_like_sigterm(tmp_path: Path) -> None:
+    """A closed terminal's SIGHUP killed the sidecar with its store open (no drain, no
+    checkpoint); it stops as SIGTERM does, exit 0."""
+    import signal
+
+    with sidecar(tmp_path / "h.duckdb") as running:
+        running.process.send_signal(signal.SIGHUP)
+        assert running.process.wait(30) == 0
+    assert "stopped" in running.log.read_text()
