@@ -233,7 +233,8 @@ def check(
                 report.findings,
                 service=service,
                 version=version,
-                environment=environment,
+                # The environment judged: the one named, or the deploy's only one.
+                environment=report.deploy.environment if report.deploy else environment,
                 as_of=now,
                 reason=report.reason,
                 notes=report.notes,

@@ -388,3 +388,18 @@ def test_a_replay_does_not_run_past_the_clock(
     stdout, stderr = process.communicate(timeout=30)
     assert still_waiting, stdout + stderr
     assert process.returncode == 130
+
+
+def test_check_json_names_the_environment_it_judged(tmp_path: Path) -> None:
+    """Without --environment, a version deployed to one environment is judged there, and
+    the JSON says which (it said null while its findings said prod)."""
+    db = _db(tmp_path, Scenario())
+    result = CliRunner().invoke(
+        check,
+        [
+            *("--service", "billing-agent", "--version", "2.0", "--db", str(db)),
+            *("--as-of", _as_of(20), "--json"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.output)["environment"] == "prod"
