@@ -179,6 +179,11 @@ def _growth_value(size: int, adversarial: str | None) -> str:
         return ("token=" + rand(rng, ALNUM, 10) + " ") * (size // 17 + 1)
     if adversarial == "escapes":
         return ('\\"api_key\\": \\"' + "\\n" * 20) * (size // 58 + 1)
+    if adversarial == "glued-base64":
+        # Runs that read as base64 of text at every alignment but not as a whole (a
+        # review's worst case for the glued-base64 reader: 21.6 s per 10 MiB before one
+        # scan per run).
+        return ("V" * 52 + "//// ") * (size // 57 + 1)
     pieces, used = [], 0
     while used < size:
         if rng.random() < 0.1:
@@ -250,7 +255,7 @@ def main() -> int:
     )
     print("linear growth (scrub(), one value):")
     print(f"{'content':<16} {'size':>8} {'seconds':>9} {'MB/s':>8} {'s/byte vs 100KiB':>17}")
-    for kind in (None, "one-char", "keyword-storm", "escapes"):
+    for kind in (None, "one-char", "keyword-storm", "escapes", "glued-base64"):
         rows = growth(scrubber, kind)
         base = rows[0][1] / rows[0][0]
         for size, seconds in rows:

@@ -35,7 +35,11 @@ STOP_TIMEOUT_S: Final = 2.0
 
 def make_exporter(url: str, *, timeout_s: float = 10.0) -> SpanExporter:
     """An OTLP exporter for `http://HOST:PORT[/path]` or `grpc://HOST:PORT`."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:  # `http://[::1` and its kin
+        parts = urlsplit("")
     if parts.username is not None or parts.password is not None:
         raise ConfigError(
             ConfigErrorKind.BAD_VALUE,

@@ -89,6 +89,15 @@ def _as_of(text: str | None, flag: str = "--as-of") -> datetime | None:
     return when
 
 
+def _known_by(text: str | None, as_of: datetime | None) -> datetime | None:
+    """`--known-by`, never earlier than the time judged (`--as-of`, or now): rows received
+    after it would be left out of a judgement of a later time."""
+    known = _as_of(text, "--known-by")
+    if known is not None and known < (as_of or datetime.now(UTC)) - _CLOCK_SKEW:
+        raise click.BadParameter("earlier than --as-of (or now)", param_hint="--known-by")
+    return known
+
+
 def _codes(text: str, catalogs: Sequence[Path] = ()) -> tuple[str, ...]:
     """The codes to test, each one the catalog knows: a typo must not make a gate pass."""
     codes = tuple(dict.fromkeys(c.strip() for c in text.split(",") if c.strip()))
@@ -198,10 +207,7 @@ def check(
         raise click.BadParameter("must be positive", param_hint="--interval")
     config = with_codes(DEFAULT_CONFIG, _codes(codes, catalogs))
     start = _as_of(as_of)
-    known = _as_of(known_by, "--known-by")
-    if start is not None and known is not None and known < start:
-        # Rows received after `known` would be left out of a judgement of a later time.
-        raise click.BadParameter("earlier than --as-of", param_hint="--known-by")
+    known = _known_by(known_by, start)
     moving_known = known_by is not None and known_by.strip().lower() == "now"
     source = _source(db, api, token)
     now = start or datetime.now(UTC)
@@ -277,10 +283,11 @@ def findings(
     raise_on_sigterm()  # a Ctrl-C inside a DuckDB query is an interruption, not a bug
     config = with_codes(DEFAULT_CONFIG, _codes(codes, catalogs))
     source = _source(db, api, token)
+    when = _as_of(as_of)
     found = detect_all(
         source,
-        as_of=_as_of(as_of),
-        known_by=_as_of(known_by, "--known-by"),
+        as_of=when,
+        known_by=_known_by(known_by, when),
         service=service,
         environment=environment,
         config=config,

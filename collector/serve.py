@@ -923,6 +923,7 @@ class _Handler(BaseHTTPRequestHandler):
     # The client sent `Expect: 100-continue` and has not been told to send its body yet.
     _continue_pending: bool = False
     _answered: bool = False  # a response to the current request has been started
+    _drained: bool = False  # the current request's body was read and dropped
 
     def log_message(self, format: str, *args: Any) -> None:
         """Access logs are off: paths may carry query values."""
@@ -960,6 +961,7 @@ class _Handler(BaseHTTPRequestHandler):
     def parse_request(self) -> bool:
         """Parse the head; a request without a body is whole once its head is read."""
         self._continue_pending = False
+        self._drained = False
         if not super().parse_request():
             return False
         has_body = "Content-Length" in self.headers or "Transfer-Encoding" in self.headers
@@ -1104,7 +1106,11 @@ class _Handler(BaseHTTPRequestHandler):
         """Read and drop a body we will not use (a refused request must not cost its size in
         memory, nor budget); one we cannot frame or that is over the limit closes the
         connection instead, as does one whose client still waits for "100 Continue" (it may
-        never send the body, or send it after its own timeout)."""
+        never send the body, or send it after its own timeout).  Once per request: a second
+        call would read the next request's bytes as this one's body."""
+        if self._drained:
+            return
+        self._drained = True
         if self._continue_pending:
             self.close_connection = True
             return
@@ -1447,7 +1453,7 @@ class _ApiHandler(_Handler):
         if len(params) < len(pairs):
             # `since=1h&since=2h`: which one was meant is unknown, and a proxy may keep the
             # other; refused, as an unknown parameter is.
-            twice = sorted({k for k, _ in pairs if [p for p, _ in pairs].count(k) > 1})
+            twice = sorted(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
             self._error(
                 HTTPStatus.BAD_REQUEST,
                 "bad_param_value",
@@ -1705,7 +1711,8 @@ class TextLogFormatter(logging.Formatter):
 
 
 # `scheme://user:password@` and a bare `user:password@host` (how gRPC names a target).
-_USERINFO_RE: Final = re.compile(r"((?:[a-zA-Z][a-zA-Z0-9+.-]*://)?)[^\s/@:]+:[^\s/@]*@")
+# Greedy to the last "@" of the word: a password may hold "@" and "/" itself.
+_USERINFO_RE: Final = re.compile(r"((?:[a-zA-Z][a-zA-Z0-9+.-]*://)?)[^\s/@:]+:\S*@")
 _LIBRARY_MESSAGE_CHARS: Final = 300
 _TOKEN_RE: Final = re.compile(r"[\x21-\x7e]+")
 
@@ -1816,7 +1823,10 @@ def run(config: ServeConfig) -> int:
     except BaseException:
         sidecar.stop()
         raise
-    print(orjson.dumps({"event": "ready", **addresses}).decode(), flush=True)
+    try:
+        print(orjson.dumps({"event": "ready", **addresses}).decode(), flush=True)
+    except OSError:  # stdout is gone (a closed terminal): serve, or drain, all the same
+        log.warning("cannot print the ready line", extra={"code": "stdout_closed"})
     log.info("serving", extra={"address": " ".join(f"{k}={v}" for k, v in addresses.items())})
     while not stop.wait(0.5):
         pass  # wake twice a second so the signal handler's flag is seen promptly

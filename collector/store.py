@@ -384,7 +384,9 @@ class DuckDBStore:
         errscope's tables to it (`--db` pointed at the wrong file)."""
         row = self._con.execute(
             "SELECT count(*) FROM information_schema.tables "
-            "WHERE table_catalog = current_database() AND table_schema = 'main'"
+            "WHERE table_catalog = current_database() AND table_schema = 'main' "
+            # Ours, empty, when a first start was killed before its first migration.
+            "AND table_name <> 'errscope_schema'"
         ).fetchone()
         if row and row[0]:
             raise StoreError(

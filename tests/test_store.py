@@ -397,3 +397,19 @@ def test_a_batch_failing_part_way_stores_nothing_and_its_retry_stores_it_once(
     assert sink.write(delivery(3)).calls == 0  # the client retries once more
     assert _sums(store) == after
     store.close()
+
+
+def test_a_first_start_killed_before_its_first_migration_opens_later(tmp_path: Path) -> None:
+    """A first start killed between creating `errscope_schema` and migration 1 left only
+    that empty table; it is errscope's own, so the next open migrates instead of refusing
+    the file as someone else's."""
+    import duckdb
+
+    path = tmp_path / "half.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "CREATE TABLE errscope_schema (version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, "
+            "applied_at TIMESTAMPTZ NOT NULL)"
+        )
+    with DuckDBStore(path) as store:
+        assert store.schema_version() == SCHEMA_VERSION

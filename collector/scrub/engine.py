@@ -715,7 +715,7 @@ class Scrubber:
                 inner = self._find(decoded, first_only=True, depth=depth + 1)
                 spans = [(0, len(token), inner[0][2])] if inner else []
             else:  # not base64 of text as a whole: maybe text glued to something
-                spans = self._in_glued_base64(token, depth=depth)
+                spans = self._in_glued_base64(token)
             for first, last, index in spans:
                 start, stop = match.start() + first, match.start() + last
                 if view.parent is not None:
@@ -725,37 +725,42 @@ class Scrubber:
                     return found
         return found
 
-    def _in_glued_base64(self, token: bytes, *, depth: int) -> list[tuple[int, int, int]]:
-        """The span to mask for a secret in a glued run, if any: from the group its first
-        secret starts in to the run's end, so the glue is kept (see `_glued_base64`)."""
-        for shift, text, first in _glued_base64(token):
-            inner = self._find(text, first_only=True, depth=depth + 1)
-            if not inner:
-                inner = self._after_glue(text, first, depth=depth)
-            if inner:
-                return [(shift + 4 * (inner[0][0] // 3), len(token), inner[0][2])]
-        return []
+    def _in_glued_base64(self, token: bytes) -> list[tuple[int, int, int]]:
+        """The span to mask for the secrets in a glued run, if any: from the group the
+        earliest one starts in, at any alignment, to the run's end, so the glue is kept
+        (see `_glued_base64`).
 
-    def _after_glue(self, text: bytes, first: int, *, depth: int) -> list[tuple[int, int, int]]:
-        """A secret at the start of a glued run's payload, which begins at a group start
-        after `first` (see `_glued_base64`), or [].
-
-        The glue's noise can end in a letter, and a rule that wants a word boundary before
-        its key (`ghp_...`) sees none; so the text from each of the next few group starts
-        is read on its own, the pieces joined by newlines into one scan.
+        Every alignment's text, and its payload read from each of the next few group starts
+        after the glue's noise (which can end in a letter, and a rule that wants a word
+        boundary before its key, `ghp_...`, would see none), go into one scan, pieces
+        joined by newlines: one scan per run, whatever its alignments.  Base64 inside a
+        glued run is not decoded again.
         """
-        group = -(-first // 3) * 3
-        starts = [group + 3 * k for k in range(_GLUE_STARTS) if group + 3 * k > first]
-        pieces = [text[at : at + _GLUE_REACH_BYTES] for at in starts]
-        inner = self._find(b"\n".join(pieces), first_only=True, depth=depth + 1)
-        if not inner:
+        pieces: list[bytes] = []
+        origins: list[tuple[int, int]] = []  # (alignment, offset of the piece in its text)
+        for shift, text, first in _glued_base64(token):
+            pieces.append(text)
+            origins.append((shift, 0))
+            group = -(-first // 3) * 3
+            for at in range(group, group + 3 * _GLUE_STARTS, 3):
+                if at > first and at < len(text):
+                    pieces.append(text[at : at + _GLUE_REACH_BYTES])
+                    origins.append((shift, at))
+        if not pieces:
             return []
-        offset = inner[0][0]
-        for at, piece in zip(starts, pieces, strict=True):
-            if offset < len(piece):
-                return [(at + offset, at + offset + 1, inner[0][2])]
-            offset -= len(piece) + 1
-        return []
+        found = self._find(b"\n".join(pieces), first_only=False, depth=_MAX_BASE64_DEPTH)
+        if not found:
+            return []
+        offsets = list(accumulate((len(p) + 1 for p in pieces[:-1]), initial=0))
+        earliest: tuple[int, int] | None = None  # (raw character offset, rule index)
+        for begin, _, index in found:
+            piece = bisect_right(offsets, begin) - 1
+            shift, base = origins[piece]
+            raw = shift + 4 * ((base + begin - offsets[piece]) // 3)
+            if earliest is None or raw < earliest[0]:
+                earliest = (raw, index)
+        assert earliest is not None  # noqa: S101 - `found` is not empty
+        return [(earliest[0], len(token), earliest[1])]
 
     def _scan(self, data: bytes, *, first_only: bool) -> tuple[list[tuple[int, int, int]], bool]:
         """Findings in one view, in windows so the candidate set follows the local content,

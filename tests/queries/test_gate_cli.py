@@ -403,3 +403,21 @@ def test_check_json_names_the_environment_it_judged(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert orjson.loads(result.output)["environment"] == "prod"
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        pytest.param(check, [*_GATE, "--known-by", "2h"], id="check-without-as-of"),
+        pytest.param(findings, ["--as-of", "1h", "--known-by", "2h"], id="findings"),
+    ],
+)
+def test_known_by_before_the_time_judged_is_refused_everywhere(
+    tmp_path: Path, command: Any, args: list[str]
+) -> None:
+    """`check --known-by 2h` without --as-of was silently overridden by now, and
+    `findings` took a --known-by before its --as-of: both are refused, as documented."""
+    db = _db(tmp_path, Scenario(minutes_before=1, minutes_after=1))
+    result = CliRunner().invoke(command, [*args, "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert "--known-by" in result.output

@@ -7,7 +7,7 @@ import html
 import json
 import random
 import threading
-from base64 import b64encode, urlsafe_b64encode
+from base64 import b64decode, b64encode, urlsafe_b64encode
 from collections.abc import Callable
 from urllib.parse import quote
 
@@ -138,6 +138,37 @@ def test_a_secret_in_base64_glued_to_a_word_is_masked(
         assert run not in out
         assert out.startswith(glue)
         assert "[REDACTED:" in out
+
+
+@pytest.mark.parametrize("glue", ["GET /v1/callback/", "state-", "x"])
+def test_a_glued_run_is_masked_from_its_earliest_secret(pii_scrubber: Scrubber, glue: str) -> None:
+    """Two secrets in one glued run: the mask starts at the earlier in the text, not at the
+    one whose rule happens to be checked first (the Slack URL stayed in clear)."""
+    rng = random.Random(11)
+    slack = SAMPLES["slack-webhook-url"].make(rng)
+    github = SAMPLES["github-pat"].make(rng)
+    payload = f"config:\nPOST {slack.text}\ngit push failed with {github.text}\n"
+    run = b64encode(payload.encode()).decode()
+    out = pii_scrubber.scrub(f"{glue}{run} end").text
+    clear = out[len(glue) : out.index("[REDACTED:")]
+    left = b64decode(clear + "=" * (-len(clear) % 4)).decode("utf-8", "replace")
+    assert slack.core not in left
+    assert github.core not in left
+
+
+@pytest.mark.parametrize("pad", [1, 2, 3])
+@pytest.mark.parametrize("glue", ["/v1/", "/v1/s/", "/v1/st/", "/v1/sta/"])
+def test_two_glued_payloads_are_both_masked(pii_scrubber: Scrubber, glue: str, pad: int) -> None:
+    """`/<glue>/<base64>/<base64>` is one run whose two payloads decode at different
+    alignments: the earlier one is masked too, not only the alignment tried first."""
+    rng = random.Random(1)
+    first = SAMPLES["github-pat"].make(rng).text
+    second = SAMPLES["openai-api-key"].make(rng).text
+    a = urlsafe_b64encode(("token" + " " * pad + first + "\n").encode()).rstrip(b"=").decode()
+    b = urlsafe_b64encode(("token " + second + "\n").encode()).rstrip(b"=").decode()
+    out = pii_scrubber.scrub(f"GET {glue}{a}/{b} HTTP/1.1").text
+    assert a[12:] not in out
+    assert b[12:] not in out
 
 
 def test_base64_of_plain_text_or_binary_is_left_alone(scrubber: Scrubber) -> None:

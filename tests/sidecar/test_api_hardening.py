@@ -322,3 +322,86 @@ def test_sighup_drains_and_exits_like_sigterm(tmp_path: Path) -> None:
         running.process.send_signal(signal.SIGHUP)
         assert running.process.wait(30) == 0
     assert "stopped" in running.log.read_text()
+
+
+@pytest.mark.parametrize("path", ["/nope", "/v1/deploys"])
+def test_a_get_with_a_body_on_another_path_is_answered_at_once(served: Served, path: str) -> None:
+    """The body was drained twice (the second read waited for bytes that never came):
+    404/405 at once, and the next request on the connection is answered too."""
+    answer = exchange(
+        served.api,
+        f"GET {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello".encode()
+        + b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        timeout=4,
+    )
+    assert statuses(answer)[-1:] == [b"200"], answer[:300]
+    assert statuses(answer)[0] in (b"404", b"405")
+
+
+def test_many_repeated_query_parameters_are_one_short_refusal(served: Served) -> None:
+    """Thousands of `a&a&...` are refused naming `a` once (the check is linear: it was
+    quadratic, 12 s of CPU for a 64 KB request line)."""
+    status, body = served.get("/v1/query/error_rates?" + "&".join(["a"] * 8000))
+    assert status == 400
+    assert json.loads(body)["message"] == "given more than once: a"
+
+
+def test_a_library_password_with_at_and_slash_is_masked() -> None:
+    """A password holding "@" or "/" was cut at the first one and its tail logged."""
+    for url in ("http://alice:p@ss-w0rd@collector:4318", "http://alice:pa/ss-w0rd@collector"):
+        record = logging.LogRecord("urllib3", logging.WARNING, __file__, 1, "to %s", (url,), None)
+        _LibraryLogFilter().filter(record)
+        assert "ss-w0rd" not in record.getMessage()
+        assert "collector" in record.getMessage()
+
+
+def test_a_malformed_forward_url_is_a_usage_error(tmp_path: Path) -> None:
+    """`--forward 'http://[::1'` was an internal error (exit 70)."""
+    result = run_serve(tmp_path, "--forward", "http://[::1")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error[bad_value] forward:")
+
+
+def test_a_closed_stdout_does_not_stop_the_drain(tmp_path: Path) -> None:
+    """The ready line written to a closed terminal raised, and the sidecar exited 70 with
+    its store open; it logs the fact and serves, and SIGTERM drains as ever."""
+    import signal
+    import socket
+
+    ports = []
+    for _ in range(3):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports.append(probe.getsockname()[1])
+    store = tmp_path / "c.duckdb"
+    process = subprocess.Popen(
+        [
+            *ERRSCOPE,
+            "serve",
+            "--store",
+            str(store),
+            "--otlp-grpc",
+            f"127.0.0.1:{ports[0]}",
+            "--otlp-http",
+            f"127.0.0.1:{ports[1]}",
+            "--api",
+            f"127.0.0.1:{ports[2]}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    process.stdout.close()  # nobody reads the ready line
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", ports[2]), timeout=1):
+                break
+        except OSError:
+            time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    assert "stdout_closed" in stderr
+    assert not store.with_name(store.name + ".wal").exists()
