@@ -736,6 +736,8 @@ class Scrubber:
         joined by newlines: one scan per run, whatever its alignments.  Base64 inside a
         glued run is not decoded again.
         """
+        if not self._has_base64_run(token):
+            return []  # no 32 characters that read as text at any alignment: nothing to decode
         pieces: list[bytes] = []
         origins: list[tuple[int, int]] = []  # (alignment, offset of the piece in its text)
         for shift, text, first in _glued_base64(token):
