@@ -289,7 +289,11 @@ def _named_link(target: Path, name: str) -> Path:
     return link
 
 
-def _load_one(con: duckdb.DuckDBPyConnection, name: str, package: str, stem: str) -> str:
+def _load_one(
+    con: duckdb.DuckDBPyConnection, name: str, package: str, stem: str, *, required: bool = True
+) -> str:
+    """Load one extension; how it came: installed, network or wheel.  One that cannot be
+    loaded raises `StoreError`, or, when not `required`, comes back "absent"."""
     global _network_failed  # noqa: PLW0603 - a process-wide memo of one fact
     with suppress(duckdb.Error):
         con.execute(f"LOAD {name}")
@@ -307,6 +311,8 @@ def _load_one(con: duckdb.DuckDBPyConnection, name: str, package: str, stem: str
         try:
             con.execute(f"LOAD {_sql_literal(str(_named_link(wheel, name)))}")
         except (duckdb.Error, OSError) as exc:
+            if not required:
+                return "absent"
             raise StoreError(
                 StoreErrorKind.UNREADABLE,
                 f"cannot load the DuckDB {name} extension from its wheel ({type(exc).__name__})",
@@ -314,6 +320,8 @@ def _load_one(con: duckdb.DuckDBPyConnection, name: str, package: str, stem: str
                 hint=f"reinstall {package.replace('_', '-')}=={duckdb.__version__}",
             ) from exc
         return "wheel"
+    if not required:
+        return "absent"
     raise StoreError(
         StoreErrorKind.UNREADABLE,
         f"cannot load the DuckDB {name} extension",
@@ -329,27 +337,12 @@ def load_extensions(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     Already-installed extensions load first; otherwise `INSTALL` from the network is
     tried once per process (set ERRSCOPE_DUCKDB_EXTENSIONS=wheel to skip it), and then
     the files shipped in the duckdb-extension-* wheels of the same DuckDB version.
-    httpfs (an object-store data path) is loaded too when it is installed or its wheel is
-    (`errscope[lake]`), as "installed" or "wheel"; else DuckDB autoloads it from the
-    network if a data path needs it, and "absent" says so.
+    httpfs (an object-store data path) is loaded the same way but is optional: "absent"
+    when it cannot be, as only an `s3://` data path needs it.
     """
     loaded = {name: _load_one(con, name, package, stem) for name, package, stem in _EXTENSIONS}
-    loaded[_HTTPFS[0]] = _load_optional(con, *_HTTPFS)
+    loaded[_HTTPFS[0]] = _load_one(con, *_HTTPFS, required=False)
     return loaded
-
-
-def _load_optional(con: duckdb.DuckDBPyConnection, name: str, package: str, stem: str) -> str:
-    with suppress(duckdb.Error):
-        con.execute(f"LOAD {name}")
-        return "installed"
-    wheel = _wheel_file(package, stem)
-    if wheel is None:
-        return "absent"
-    try:
-        con.execute(f"LOAD {_sql_literal(str(_named_link(wheel, name)))}")
-    except (duckdb.Error, OSError):
-        return "absent"
-    return "wheel"
 
 
 # The AWS SDKs' own variables, so a pod configured for any S3 client works unchanged.

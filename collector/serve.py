@@ -128,6 +128,8 @@ PROCESSING_SLOTS: Final = 1
 # 20,000 tool names made 20,000 series.  Beyond this, new ones count under OTHER_LABEL.
 MAX_TOOL_CALL_SERIES: Final = 2000
 OTHER_LABEL: Final = "other"
+# What a bearer token may hold: visible ASCII, as every client can send it in a header.
+_TOKEN_RE: Final = re.compile(r"[\x21-\x7e]+")
 _GRPC_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
 _EXPORT_METHOD: Final = f"/{_GRPC_SERVICE}/Export"
 # gRPC exports waiting for one of the GRPC_WORKERS threads before new ones are refused
@@ -964,8 +966,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._drained = False
         if not super().parse_request():
             return False
-        has_body = "Content-Length" in self.headers or "Transfer-Encoding" in self.headers
-        if not self.server.enter(self.connection, _Phase.BODY if has_body else _Phase.BUSY):
+        if not self.server.enter(self.connection, _Phase.BODY if self._has_body() else _Phase.BUSY):
             self.close_connection = True
             return False
         return True
@@ -976,10 +977,18 @@ class _Handler(BaseHTTPRequestHandler):
         The standard library sends it as soon as the head is parsed, before the token and
         the content type are checked, so a client refused anyway sent its body for nothing.
         """
-        self._continue_pending = "Content-Length" in self.headers or (
-            "Transfer-Encoding" in self.headers
-        )
+        self._continue_pending = self._has_body()
         return True
+
+    def _has_body(self) -> bool:
+        """Whether the request's head declares a body (of any length or framing)."""
+        return "Content-Length" in self.headers or "Transfer-Encoding" in self.headers
+
+    def _media_type(self) -> str:
+        """The request's Content-Type without parameters, lower-case; "" when none."""
+        headers = getattr(self, "headers", None)  # none yet if the head never parsed
+        text = (headers.get("Content-Type") if headers is not None else None) or ""
+        return text.split(";")[0].strip().lower()
 
     def _send(
         self, status: int, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
@@ -1280,7 +1289,7 @@ class _OtlpHandler(_Handler):
         del extra  # only the API's errors carry fields of their own
         code = _STATUS_CODES_FOR_HTTP.get(status, code_pb2.INTERNAL)
         text = f"{kind}: {message}"
-        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        content_type = self._media_type()
         if content_type == _PROTOBUF:
             body = status_pb2.Status(code=code, message=text).SerializeToString()
         else:
@@ -1308,7 +1317,7 @@ class _OtlpHandler(_Handler):
             sidecar._count_refusal("draining")
             self._error(HTTPStatus.SERVICE_UNAVAILABLE, "unavailable", "the sidecar is stopping")
             return
-        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        content_type = self._media_type()
         if content_type not in (_PROTOBUF, _JSON):
             self._drain()
             self._error(
@@ -1404,10 +1413,9 @@ class _ApiHandler(_Handler):
         """/healthz, /metrics, /v1/queries, /v1/query/{name}."""
         sidecar = self.server.sidecar
         parts = urlsplit(self.path)
-        if "Content-Length" in self.headers or "Transfer-Encoding" in self.headers:
-            # Not read, a body would be taken for the next request on this connection: a
-            # proxy reusing it would hand one client's answer to another.
-            self._drain()
+        # Not read, a body would be taken for the next request on this connection: a proxy
+        # reusing it would hand one client's answer to another.
+        self._drain()
         if parts.path == "/healthz":
             health = sidecar.health()
             status = HTTPStatus.OK if health["status"] == "ok" else HTTPStatus.SERVICE_UNAVAILABLE
@@ -1432,8 +1440,7 @@ class _ApiHandler(_Handler):
                             "name": p.name,
                             "type": str(p.type),
                             "required": p.required,
-                            # "null" in a query file: optional, with no value by default
-                            "default": None if p.default == "null" else p.default,
+                            "default": p.shown_default,
                         }
                         for p in q.params
                     ],
@@ -1499,7 +1506,7 @@ class _ApiHandler(_Handler):
             return
         if not self._authorised():
             return
-        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        content_type = self._media_type()
         if content_type != _JSON:
             # Only JSON: a web page can POST text/plain to loopback without asking, and
             # application/json makes the browser ask first (CORS), which is never granted.
@@ -1714,7 +1721,6 @@ class TextLogFormatter(logging.Formatter):
 # Greedy to the last "@" of the word: a password may hold "@" and "/" itself.
 _USERINFO_RE: Final = re.compile(r"((?:[a-zA-Z][a-zA-Z0-9+.-]*://)?)[^\s/@:]+:\S*@")
 _LIBRARY_MESSAGE_CHARS: Final = 300
-_TOKEN_RE: Final = re.compile(r"[\x21-\x7e]+")
 
 
 class _LibraryLogFilter(logging.Filter):

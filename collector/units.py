@@ -16,10 +16,10 @@ _DURATION_RE: Final = re.compile(r"(\d{1,9})(ms|s|m|h|d|w)")
 _DURATIONS_RE: Final = re.compile(r"(?:\d{1,9}(?:ms|s|m|h|d|w))+")
 _UNIT_S: Final = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # Past this a duration is a typo (and `now` minus it would leave datetime's range).
+_MAX_DURATION_S: Final = 1000 * 365 * 86400
 # Times before the Unix epoch are typing mistakes here, and a year below 1 (a time in year
 # 1 with a positive offset) cannot even be read back as a Python datetime.
 MIN_YEAR: Final = 1970
-_MAX_DURATION_S: Final = 1000 * 365 * 86400
 
 
 def parse_duration(text: str) -> timedelta:

@@ -98,6 +98,12 @@ class Param:
         """True when the caller must give a value."""
         return self.default is None
 
+    @property
+    def shown_default(self) -> str | None:
+        """The default as a listing shows it: None for a required parameter and for one
+        whose default is `null` (optional, no value)."""
+        return None if self.default == "null" else self.default
+
 
 @dataclass(frozen=True, slots=True)
 class NamedQuery:

@@ -754,15 +754,14 @@ class Scrubber:
         if not found:
             return []
         offsets = list(accumulate((len(p) + 1 for p in pieces[:-1]), initial=0))
-        earliest: tuple[int, int] | None = None  # (raw character offset, rule index)
-        for begin, _, index in found:
+
+        def raw_start(begin: int) -> int:  # the run's character a finding's byte comes from
             piece = bisect_right(offsets, begin) - 1
             shift, base = origins[piece]
-            raw = shift + 4 * ((base + begin - offsets[piece]) // 3)
-            if earliest is None or raw < earliest[0]:
-                earliest = (raw, index)
-        assert earliest is not None  # noqa: S101 - `found` is not empty
-        return [(earliest[0], len(token), earliest[1])]
+            return shift + 4 * ((base + begin - offsets[piece]) // 3)
+
+        start, index = min((raw_start(begin), index) for begin, _, index in found)
+        return [(start, len(token), index)]
 
     def _scan(self, data: bytes, *, first_only: bool) -> tuple[list[tuple[int, int, int]], bool]:
         """Findings in one view, in windows so the candidate set follows the local content,
