@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-SRC := collector queries dashboards tests bench examples
+SRC := errscope/__init__.py collector queries dashboards tests bench examples
 
 .PHONY: setup run test lint fmt bench services clean
 

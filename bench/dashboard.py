@@ -33,7 +33,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from bench.queries import END, fill
-from dashboards import data
+from errscope.dashboards import data
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 APP: Final = ROOT / "dashboards" / "app.py"
@@ -56,7 +56,7 @@ def start_sidecar(store: Path) -> tuple[subprocess.Popen[str], str]:
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "errscope.collector.cli",
             "serve",
             "--otlp-grpc",
             "127.0.0.1:0",

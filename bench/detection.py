@@ -10,7 +10,7 @@ signature; half have a 10-minute overlap phase, half cut over at once.  An A/A r
 (no bursts, storms or injections) calibrates false alarms.  not_found spikes (broad and
 narrow, 1.5-10x, 5-120 min) run on 8 days of 5-minute buckets.
 
-Each deploy is evaluated every minute for 60 minutes with `queries.detect.evaluate_deploy`
+Each deploy is evaluated every minute for 60 minutes with `errscope.queries.detect.evaluate_deploy`
 (the function `errscope check` runs), beside a naive rule (post rate > 2x pre rate) and a
 Kayenta-style Mann-Whitney test on per-minute rates (one-sided p < 0.01, mean ratio >= 1.5,
 judged every 5 minutes).
@@ -34,8 +34,8 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from queries import detect
-from queries.findings import Verdict
+from errscope.queries import detect
+from errscope.queries.findings import Verdict
 
 TIERS = (2, 20, 200)
 TOOLS = 8

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import detection as sim  # the benchmark's simulator
 
-from queries import detect
+from errscope.queries import detect
 
 SETTINGS: tuple[tuple[str, dict[str, float]], ...] = (
     ("default", {}),

@@ -54,9 +54,9 @@ from opentelemetry.trace import Status, StatusCode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector.otlp import decode_protobuf, encode_response, read_body
-from collector.scrub.samples import SAMPLES, github_style_token
-from collector.serve import GRPC_WORKERS
+from errscope.collector.otlp import decode_protobuf, encode_response, read_body
+from errscope.collector.scrub.samples import SAMPLES, github_style_token
+from errscope.collector.serve import GRPC_WORKERS
 
 _EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 _MARK = b"\xe5\x5c\x09\xb3"  # first bytes of every template trace id, replaced per request
@@ -479,7 +479,7 @@ def start_sidecar(store: Path) -> Receiver:
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "errscope.collector.cli",
             "serve",
             "--otlp-grpc",
             "127.0.0.1:0",

@@ -31,10 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from collector.lake import DuckLakeStore  # noqa: E402
-from collector.record import ToolCall, tool_calls_to_arrow  # noqa: E402
-from collector.store import DuckDBStore  # noqa: E402
-from queries.runner import run_query  # noqa: E402
+from errscope.collector.lake import DuckLakeStore  # noqa: E402
+from errscope.collector.record import ToolCall, tool_calls_to_arrow  # noqa: E402
+from errscope.collector.store import DuckDBStore  # noqa: E402
+from errscope.queries.runner import run_query  # noqa: E402
 from tests.lake.conftest import PG_ROLE, admin_sql, conninfo  # noqa: E402
 
 CODES = ["ok"] * 8 + ["invalid_args", "not_found"]

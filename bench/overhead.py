@@ -39,10 +39,10 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.export import instrument
-from collector.pipeline import Pipeline
-from collector.scrub.samples import github_style_token
-from collector.spanview import from_readable
+from errscope.collector.export import instrument
+from errscope.collector.pipeline import Pipeline
+from errscope.collector.scrub.samples import github_style_token
+from errscope.collector.spanview import from_readable
 
 TOKEN = github_style_token(random.Random(1), "ghp_")
 

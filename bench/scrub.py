@@ -30,8 +30,8 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector.scrub import Scrubber, load_rules
-from collector.scrub.samples import ALNUM, HEX, SAMPLES, benign_ids, rand
+from errscope.collector.scrub import Scrubber, load_rules
+from errscope.collector.scrub.samples import ALNUM, HEX, SAMPLES, benign_ids, rand
 
 SEED = 20261130
 WRAPPERS: dict[str, Callable[[str, str], str]] = {

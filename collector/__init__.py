@@ -1,8 +1,8 @@
 """errscope's write side: receive, classify, normalise, scrub, sample, store, forward.
 
-For Python services the public entry points are `collector.instrument(...)` and
+For Python services the public entry points are `errscope.collector.instrument(...)` and
 `collector.ScrubbingSpanExporter(inner)` (and the tool author's kit in
-`collector.toolkit`).  They load lazily so that `import collector` stays cheap for the CLI.
+`errscope.collector.toolkit`).  They load lazily so that `import collector` stays cheap for the CLI.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ __version__ = "0.1.0"
 __all__ = ["ScrubbingSpanExporter", "__version__", "instrument"]
 
 if TYPE_CHECKING:
-    from collector.export import ScrubbingSpanExporter, instrument
+    from errscope.collector.export import ScrubbingSpanExporter, instrument
 
 
 def __getattr__(name: str) -> Any:
     if name in ("ScrubbingSpanExporter", "instrument"):
-        from collector import export  # noqa: PLC0415 - lazy: the OTel SDK loads only when used
+        from errscope.collector import export  # noqa: PLC0415 - lazy: the OTel SDK loads only when used
 
         return getattr(export, name)
     raise AttributeError(name)

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from collector.errors import CatalogError, CatalogErrorKind
+from errscope.collector.errors import CatalogError, CatalogErrorKind
 
 __all__ = [
     "BUILTIN_CODES",
@@ -460,7 +460,8 @@ class _Builder:
 
 def builtin_catalog_text() -> str:
     """The text of the built-in catalog.toml shipped with the package."""
-    return resources.files("collector").joinpath("catalog.toml").read_text(encoding="utf-8")
+    catalog = resources.files("errscope.collector").joinpath("catalog.toml")
+    return catalog.read_text(encoding="utf-8")
 
 
 def load_catalog(

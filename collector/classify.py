@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from collector import semconv as sc
-from collector.spanview import AttrValue, SpanView
+from errscope.collector import semconv as sc
+from errscope.collector.spanview import AttrValue, SpanView
 
 __all__ = ["Convention", "Matcher", "ToolSpan", "classify"]
 

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 import click
 import orjson
 
-from collector import __version__
-from collector.catalog import Catalog, load_catalog
-from collector.errors import ErrscopeError, QueryError, QueryErrorKind
-from collector.units import parse_duration
+from errscope.collector import __version__
+from errscope.collector.catalog import Catalog, load_catalog
+from errscope.collector.errors import ErrscopeError, QueryError, QueryErrorKind
+from errscope.collector.units import parse_duration
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -282,7 +282,7 @@ def render_table(table: pa.Table, fmt: str, *, title: str | None = None) -> str 
     """Render an Arrow table as csv or json text; for `table`, print it and return None."""
     from rich.table import Table  # noqa: PLC0415 - rich only when printing a table
 
-    from queries.runner import json_value  # noqa: PLC0415 - DuckDB only for commands that query
+    from errscope.queries.runner import json_value  # noqa: PLC0415 - DuckDB only for commands that query
 
     rows = table.to_pylist()
     if fmt == "json":
@@ -310,7 +310,7 @@ def render_table(table: pa.Table, fmt: str, *, title: str | None = None) -> str 
 
 def open_source(db: str | Path | None, api: str | None, token: str | None) -> Any:
     """The query source chosen by --db or --api (exactly one)."""
-    from queries.source import ApiSource, FileSource  # noqa: PLC0415 - the read side, on demand
+    from errscope.queries.source import ApiSource, FileSource  # noqa: PLC0415 - the read side, on demand
 
     if (db is None) == (api is None):
         raise click.UsageError("give exactly one of --db PATH or --api URL")
@@ -340,7 +340,7 @@ def query(
 ) -> None:
     """Run a named query (see --list); no SQL text is ever accepted."""
     raise_on_sigterm()  # a Ctrl-C inside a DuckDB query is an interruption, not a bug
-    from queries.runner import default_queries, get_query  # noqa: PLC0415
+    from errscope.queries.runner import default_queries, get_query  # noqa: PLC0415
 
     if list_only or name is None:
         for query_ in default_queries().values():
@@ -369,8 +369,8 @@ def _duration(text: str, flag: str) -> timedelta:
 
 def _existing_store(db: str) -> Any:
     """A store to change in place: a DuckDB file that exists, or a `ducklake:` URL."""
-    from collector.lake import LAKE_PREFIX  # noqa: PLC0415
-    from collector.stores import open_store  # noqa: PLC0415
+    from errscope.collector.lake import LAKE_PREFIX  # noqa: PLC0415
+    from errscope.collector.stores import open_store  # noqa: PLC0415
 
     if not db.startswith(LAKE_PREFIX) and not Path(db).is_file():
         raise click.BadParameter("no such file (or a ducklake:postgres:... URL)", param_hint="--db")
@@ -408,7 +408,7 @@ def maintain(db: str, keep_snapshots: str) -> None:
     Run it from one place (one sidecar host, or cron), not from every pod.  A DuckDB file
     needs no maintenance (DuckDB checkpoints it).
     """
-    from collector.lake import LAKE_PREFIX  # noqa: PLC0415
+    from errscope.collector.lake import LAKE_PREFIX  # noqa: PLC0415
 
     if not db.startswith(LAKE_PREFIX):
         raise click.BadParameter(
@@ -430,15 +430,15 @@ def maintain(db: str, keep_snapshots: str) -> None:
 
 
 main.lazy = {
-    "run": "collector.demo.run_cli:run",
-    "serve": "collector.serve_cli:serve",
-    "demo": "collector.demo.cli:demo",
-    "dashboard": "collector.dashboard_cli:dashboard",
-    "deploy": "collector.serve_cli:deploy",
-    "check": "collector.gate_cli:check",
-    "findings": "collector.gate_cli:findings",
-    "scrub": "collector.scrub.cli:scrub",
-    "migrate": "collector.lake_cli:migrate",
+    "run": "errscope.collector.demo.run_cli:run",
+    "serve": "errscope.collector.serve_cli:serve",
+    "demo": "errscope.collector.demo.cli:demo",
+    "dashboard": "errscope.collector.dashboard_cli:dashboard",
+    "deploy": "errscope.collector.serve_cli:deploy",
+    "check": "errscope.collector.gate_cli:check",
+    "findings": "errscope.collector.gate_cli:findings",
+    "scrub": "errscope.collector.scrub.cli:scrub",
+    "migrate": "errscope.collector.lake_cli:migrate",
 }
 
 if __name__ == "__main__":

@@ -34,10 +34,10 @@ from typing import Any, Final
 import orjson
 import re2
 
-from collector import semconv as sc
-from collector.catalog import Catalog, Code
-from collector.record import is_identifier, is_safe_id, is_safe_raw_code
-from collector.spanview import STATUS_ERROR, AttrValue, SpanView
+from errscope.collector import semconv as sc
+from errscope.collector.catalog import Catalog, Code
+from errscope.collector.record import is_identifier, is_safe_id, is_safe_raw_code
+from errscope.collector.spanview import STATUS_ERROR, AttrValue, SpanView
 
 __all__ = ["MAX_PARSE_BYTES", "Outcome", "Source", "normalise"]
 

@@ -7,7 +7,7 @@ source over in environment variables (the token never appears on a command line)
 forwards SIGINT/SIGTERM to it.  It prints one line with the URL once the child starts;
 the exit status is the child's.
 
-collector.cli registers this command; it imports nothing from collector.cli.
+collector.cli registers this command; it imports nothing from errscope.collector.cli.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import Final
 
 import click
 
-from collector.errors import ErrscopeError
-from collector.ports import bind_refusal
-from collector.units import parse_duration, parse_time
-from queries.source import ApiSource
+from errscope.collector.errors import ErrscopeError
+from errscope.collector.ports import bind_refusal
+from errscope.collector.units import parse_duration, parse_time
+from errscope.queries.source import ApiSource
 
 __all__ = ["dashboard"]
 
@@ -43,7 +43,7 @@ ENV_REFRESH_S: Final = "ERRSCOPE_DASHBOARD_REFRESH_S"
 
 def app_path() -> Path:
     """The Streamlit entry point shipped in the `dashboards` package."""
-    spec = find_spec("dashboards")
+    spec = find_spec("errscope.dashboards")
     if spec is None or spec.origin is None:
         raise click.ClickException("the dashboards package is not installed")
     return Path(spec.origin).parent / "app.py"

@@ -32,12 +32,12 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from collector import semconv as sc
-from collector.catalog import Catalog
-from collector.gcpause import gc_paused
-from collector.pipeline import NonToolPolicy, Pipeline
-from collector.sink import StoreBatch, StoreSink
-from collector.spanview import from_readable, to_readable
+from errscope.collector import semconv as sc
+from errscope.collector.catalog import Catalog
+from errscope.collector.gcpause import gc_paused
+from errscope.collector.pipeline import NonToolPolicy, Pipeline
+from errscope.collector.sink import StoreBatch, StoreSink
+from errscope.collector.spanview import from_readable, to_readable
 
 __all__ = ["ScrubbingSpanExporter", "instrument"]
 
@@ -266,8 +266,8 @@ def instrument(
         inner = _otlp_exporter(_endpoint(endpoint, chosen), chosen, headers)
     sink = None
     if store is not None:
-        from collector.errors import StoreError  # noqa: PLC0415
-        from collector.store import (  # noqa: PLC0415 - only services that store locally
+        from errscope.collector.errors import StoreError  # noqa: PLC0415
+        from errscope.collector.store import (  # noqa: PLC0415 - only services that store locally
             DEFAULT_MEMORY_LIMIT,
             open_store,
         )

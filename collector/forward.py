@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from collector.errors import ConfigError, ConfigErrorKind
-from collector.spanview import SpanView, to_readable
+from errscope.collector.errors import ConfigError, ConfigErrorKind
+from errscope.collector.spanview import SpanView, to_readable
 
 __all__ = ["Forwarder", "make_exporter"]
 

@@ -23,10 +23,16 @@ from typing import Any, Final, ParamSpec, TypeVar
 import click
 import pyarrow as pa
 
-from collector.catalog import load_catalog
-from collector.units import parse_duration, parse_time
-from queries.detect import DEFAULT_CONFIG, DeployReport, detect_all, detect_deploy, with_codes
-from queries.findings import Finding, Verdict, check_json, finding_dict, findings_json
+from errscope.collector.catalog import load_catalog
+from errscope.collector.units import parse_duration, parse_time
+from errscope.queries.detect import (
+    DEFAULT_CONFIG,
+    DeployReport,
+    detect_all,
+    detect_deploy,
+    with_codes,
+)
+from errscope.queries.findings import Finding, Verdict, check_json, finding_dict, findings_json
 
 __all__ = ["check", "findings"]
 
@@ -51,11 +57,11 @@ R = TypeVar("R")
 
 
 def _guarded(func: Callable[P, R]) -> Callable[P, R]:
-    """collector.cli's `handle_errors`, looked up when the command runs."""
+    """errscope.collector.cli's `handle_errors`, looked up when the command runs."""
 
     @wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        from collector.cli import handle_errors  # noqa: PLC0415 - collector.cli imports us
+        from errscope.collector.cli import handle_errors  # noqa: PLC0415 - collector.cli imports us
 
         return handle_errors(func)(*args, **kwargs)
 
@@ -63,7 +69,7 @@ def _guarded(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def _source(db: str | None, api: str | None, token: str | None) -> Any:
-    from collector.cli import open_source  # noqa: PLC0415 - collector.cli imports us
+    from errscope.collector.cli import open_source  # noqa: PLC0415 - collector.cli imports us
 
     return open_source(db, api, token)
 
@@ -150,7 +156,7 @@ def _source_options(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def _print_findings(items: Sequence[Finding], title: str) -> None:
-    from collector.cli import render_table  # noqa: PLC0415 - collector.cli imports us
+    from errscope.collector.cli import render_table  # noqa: PLC0415 - collector.cli imports us
 
     rows = []
     for f in items:
@@ -198,7 +204,7 @@ def check(
     Waits until a verdict is reached (healthy or regression) or --wait ends.  With
     --as-of the wait is replayed from that time on, without sleeping.
     """
-    from collector.cli import raise_on_sigterm  # noqa: PLC0415 - collector.cli imports us
+    from errscope.collector.cli import raise_on_sigterm  # noqa: PLC0415 - collector.cli imports us
 
     raise_on_sigterm()  # a cancelled pipeline job gets a line, not a silent 143
     wait_td = _duration(wait, "--wait")
@@ -278,7 +284,7 @@ def findings(
     known_by: str | None,
 ) -> None:
     """List current findings: deploy regressions, new signatures, spikes, loop misuse."""
-    from collector.cli import raise_on_sigterm  # noqa: PLC0415 - collector.cli imports us
+    from errscope.collector.cli import raise_on_sigterm  # noqa: PLC0415 - collector.cli imports us
 
     raise_on_sigterm()  # a Ctrl-C inside a DuckDB query is an interruption, not a bug
     config = with_codes(DEFAULT_CONFIG, _codes(codes, catalogs))

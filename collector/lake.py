@@ -1,6 +1,6 @@
 """The DuckLake store: many sidecars write one lake (PostgreSQL catalog, Parquet data).
 
-`DuckLakeStore` has the public methods of `collector.store.DuckDBStore` with the same
+`DuckLakeStore` has the public methods of `errscope.collector.store.DuckDBStore` with the same
 signatures and results, so the sidecar's single writer thread, the query runner and the
 CLI use either without knowing which.  The lake is attached to an in-memory DuckDB as
 `lake` and made the default catalog (`USE lake`), so the named queries in `queries/*.sql`
@@ -81,8 +81,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collector.errors import StoreError, StoreErrorKind
-from collector.record import (
+from errscope.collector.errors import StoreError, StoreErrorKind
+from errscope.collector.record import (
     TOOL_CALLS_SCHEMA,
     Deploy,
     RedactionCount,
@@ -94,7 +94,7 @@ from collector.record import (
     tracebacks_to_arrow,
     validate_tool_calls,
 )
-from collector.store import (
+from errscope.collector.store import (
     SCHEMA_VERSION,
     PruneReport,
     check_schema_readable,

@@ -10,7 +10,7 @@ has none yet).  The source is opened read-only; a file held by a running sidecar
 refused with the usual LOCKED error.
 
 Errors print one line (`error[kind] entry.field: message — hint`) and exit 2, as every
-errscope command does; this module does not import collector.cli, which imports it.
+errscope command does; this module does not import errscope.collector.cli, which imports it.
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ import duckdb
 import pyarrow as pa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from collector.errors import ErrscopeError, StoreError, StoreErrorKind
-from collector.lake import DuckLakeStore, mask_secrets
-from collector.record import (
+from errscope.collector.errors import ErrscopeError, StoreError, StoreErrorKind
+from errscope.collector.lake import DuckLakeStore, mask_secrets
+from errscope.collector.record import (
     TOOL_CALLS_SCHEMA,
     Deploy,
     RedactionCount,
     TracebackSample,
 )
-from collector.store import DuckDBStore
-from collector.stores import open_store
+from errscope.collector.store import DuckDBStore
+from errscope.collector.stores import open_store
 
 __all__ = ["CopyReport", "copy_store", "migrate"]
 

@@ -27,14 +27,14 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from collector import semconv as sc
-from collector.catalog import Catalog, Code, default_catalog
-from collector.classify import Matcher, ToolSpan, classify
-from collector.codes import Outcome, Source, normalise
-from collector.record import ToolCall, TracebackSample, is_safe_id
-from collector.sample import TracebackSampler
-from collector.scrub import Scrubber, default_scrubber, redact_traceback
-from collector.spanview import (
+from errscope.collector import semconv as sc
+from errscope.collector.catalog import Catalog, Code, default_catalog
+from errscope.collector.classify import Matcher, ToolSpan, classify
+from errscope.collector.codes import Outcome, Source, normalise
+from errscope.collector.record import ToolCall, TracebackSample, is_safe_id
+from errscope.collector.sample import TracebackSampler
+from errscope.collector.scrub import Scrubber, default_scrubber, redact_traceback
+from errscope.collector.spanview import (
     STATUS_ERROR,
     STATUS_UNSET,
     AttrValue,

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collector.errors import RecordError, RecordErrorKind
+from errscope.collector.errors import RecordError, RecordErrorKind
 
 __all__ = [
     "DEPLOYS_SCHEMA",

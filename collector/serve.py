@@ -30,7 +30,7 @@ Promises:
   the next start folds in;
 - a store DuckDB invalidates (a checkpoint failed on a full disk) is reopened while exports
   get 503, and a store file deleted under the sidecar stops every acknowledgement
-  (`collector.writer`).
+  (`errscope.collector.writer`).
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ import pyarrow.ipc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from collector.catalog import load_catalog
-from collector.errors import (
+from errscope.collector.catalog import load_catalog
+from errscope.collector.errors import (
     ConfigError,
     ConfigErrorKind,
     ErrscopeError,
@@ -80,8 +80,8 @@ from collector.errors import (
     RecordErrorKind,
     StoreError,
 )
-from collector.forward import Forwarder, make_exporter
-from collector.otlp import (
+from errscope.collector.forward import Forwarder, make_exporter
+from errscope.collector.otlp import (
     DEFAULT_MAX_BODY_BYTES,
     BodyTooLargeError,
     Decoded,
@@ -92,19 +92,24 @@ from collector.otlp import (
     encode_response,
     read_body,
 )
-from collector.pipeline import NonToolPolicy, Pipeline
-from collector.ports import bind_refusal
-from collector.record import Deploy
-from collector.scrub import Scrubber, default_scrubber
-from collector.signals import set_soon
-from collector.sink import StoreBatch, StoreSink, WriteResult
-from collector.spanview import SpanView
-from collector.store import DEFAULT_MEMORY_LIMIT, MEMORY_SIZE_HINT, StoreFault, is_memory_size
-from collector.stores import open_store
-from collector.units import parse_time
-from collector.writer import Writer
-from queries.runner import json_value, run_query
-from queries.source import ARROW_STREAM
+from errscope.collector.pipeline import NonToolPolicy, Pipeline
+from errscope.collector.ports import bind_refusal
+from errscope.collector.record import Deploy
+from errscope.collector.scrub import Scrubber, default_scrubber
+from errscope.collector.signals import set_soon
+from errscope.collector.sink import StoreBatch, StoreSink, WriteResult
+from errscope.collector.spanview import SpanView
+from errscope.collector.store import (
+    DEFAULT_MEMORY_LIMIT,
+    MEMORY_SIZE_HINT,
+    StoreFault,
+    is_memory_size,
+)
+from errscope.collector.stores import open_store
+from errscope.collector.units import parse_time
+from errscope.collector.writer import Writer
+from errscope.queries.runner import json_value, run_query
+from errscope.queries.source import ARROW_STREAM
 
 __all__ = ["EXIT_STORE_IO", "ServeConfig", "Sidecar", "parse_address", "refuse_secret_labels"]
 
@@ -1429,7 +1434,7 @@ class _ApiHandler(_Handler):
             self._send(HTTPStatus.OK, text.encode(), "text/plain; version=0.0.4")
             return
         if parts.path == "/v1/queries":
-            from queries.runner import default_queries  # noqa: PLC0415
+            from errscope.queries.runner import default_queries  # noqa: PLC0415
 
             listing = [
                 {

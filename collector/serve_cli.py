@@ -12,21 +12,21 @@ from pathlib import Path
 
 import click
 
-from collector.errors import ConfigError, ConfigErrorKind, StoreError, StoreErrorKind
-from collector.lake import mask_secrets
-from collector.pipeline import NonToolPolicy
-from collector.record import Deploy
-from collector.scrub import default_scrubber
-from collector.serve import (
+from errscope.collector.errors import ConfigError, ConfigErrorKind, StoreError, StoreErrorKind
+from errscope.collector.lake import mask_secrets
+from errscope.collector.pipeline import NonToolPolicy
+from errscope.collector.record import Deploy
+from errscope.collector.scrub import default_scrubber
+from errscope.collector.serve import (
     DEFAULT_STORE_MEMORY,
     ServeConfig,
     configure_logging,
     refuse_secret_labels,
     run,
 )
-from collector.store import DuckDBStore
-from collector.units import parse_time
-from queries.source import split_http_url
+from errscope.collector.store import DuckDBStore
+from errscope.collector.units import parse_time
+from errscope.queries.source import split_http_url
 
 __all__ = ["deploy", "serve"]
 
@@ -123,7 +123,7 @@ def serve(
     74 when the store's final checkpoint fails on SIGTERM (a full disk: the acknowledged
     spans stay in its write-ahead log, folded in at the next start).
     """
-    from collector.cli import handle_errors  # noqa: PLC0415 - collector.cli imports this module
+    from errscope.collector.cli import handle_errors  # noqa: PLC0415 - collector.cli imports this module
 
     @handle_errors
     def _go() -> None:
@@ -173,7 +173,7 @@ def deploy(
     db: Path | None,
 ) -> None:
     """Mark a deploy of SERVICE at VERSION (a pipeline calls this after a rollout)."""
-    from collector.cli import handle_errors  # noqa: PLC0415
+    from errscope.collector.cli import handle_errors  # noqa: PLC0415
 
     @handle_errors
     def _go() -> None:

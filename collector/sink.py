@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final, Protocol
 
-from collector.pipeline import NON_TOOL, UNKNOWN_SERVICE, Processed
-from collector.record import Deploy, RedactionCount, ToolCall, TracebackSample
-from collector.store import DuckDBStore, StoreFault
+from errscope.collector.pipeline import NON_TOOL, UNKNOWN_SERVICE, Processed
+from errscope.collector.record import Deploy, RedactionCount, ToolCall, TracebackSample
+from errscope.collector.store import DuckDBStore, StoreFault
 
 __all__ = ["MAX_COUNTED_SPANS", "Store", "StoreBatch", "StoreSink", "WriteResult"]
 

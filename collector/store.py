@@ -20,7 +20,7 @@ Promises:
   when it restarts (docs/operations.md has the measured time);
 - `memory_limit` (the sidecar sets one) bounds DuckDB's buffer pool, which otherwise
   keeps the table's blocks cached up to 80% of the machine's memory;
-- every record is validated first (`collector.record`); a bad one fails the whole batch
+- every record is validated first (`errscope.collector.record`); a bad one fails the whole batch
   with a `RecordError` naming the field, before anything is written;
 - a store that fails to be created (a full disk) removes the file(s) it had just created,
   so the next start does not meet an empty file it cannot open;
@@ -52,9 +52,9 @@ from typing import Final, TypeVar
 import duckdb
 import pyarrow as pa
 
-from collector.errors import StoreError, StoreErrorKind
-from collector.gcpause import gc_paused
-from collector.record import (
+from errscope.collector.errors import StoreError, StoreErrorKind
+from errscope.collector.gcpause import gc_paused
+from errscope.collector.record import (
     TOOL_CALLS_SCHEMA,
     Deploy,
     RedactionCount,
@@ -107,7 +107,7 @@ class Migration:
 def migrations() -> tuple[Migration, ...]:
     """The schema migrations shipped with the package, in version order."""
     found: list[Migration] = []
-    folder = resources.files("collector").joinpath("migrations")
+    folder = resources.files("errscope.collector").joinpath("migrations")
     for item in folder.iterdir():
         match = _MIGRATION_RE.fullmatch(item.name)
         if match:

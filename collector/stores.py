@@ -21,11 +21,11 @@ from typing import Final, Protocol
 import duckdb
 import pyarrow as pa
 
-from collector import store as duckdb_store
-from collector.errors import StoreError, StoreErrorKind
-from collector.lake import LAKE_PREFIX, DuckLakeStore, mask_secrets
-from collector.record import Deploy, RedactionCount, ToolCall, TracebackSample
-from collector.store import DuckDBStore, PruneReport
+from errscope.collector import store as duckdb_store
+from errscope.collector.errors import StoreError, StoreErrorKind
+from errscope.collector.lake import LAKE_PREFIX, DuckLakeStore, mask_secrets
+from errscope.collector.record import Deploy, RedactionCount, ToolCall, TracebackSample
+from errscope.collector.store import DuckDBStore, PruneReport
 
 __all__ = ["Store", "open_store"]
 

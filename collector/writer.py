@@ -32,9 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, assert_never
 
-from collector.sink import StoreBatch, StoreSink, WriteResult
-from collector.spanview import SpanView
-from collector.store import StoreFault
+from errscope.collector.sink import StoreBatch, StoreSink, WriteResult
+from errscope.collector.spanview import SpanView
+from errscope.collector.store import StoreFault
 
 __all__ = ["Ack", "Writer"]
 

@@ -1,7 +1,7 @@
 """errscope dashboard: the router around the pages in app_pages/.
 
 `errscope dashboard` runs this file with Streamlit.  Each run: read the source from the
-environment (`dashboards.data`), check it answers, then either
+environment (`errscope.dashboards.data`), check it answers, then either
 - show a banner with the address tried (sidecar unreachable, token refused, file locked
   or missing) instead of any page — never a traceback;
 - show how to connect an agent, whatever page was asked for, while the store is empty;
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from collector.errors import ErrscopeError
-from dashboards import data, ui
+from errscope.collector.errors import ErrscopeError
+from errscope.dashboards import data, ui
 
 st.set_page_config(page_title="errscope", page_icon=":material/troubleshoot:", layout="wide")
 

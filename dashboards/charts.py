@@ -1,4 +1,4 @@
-"""Altair charts for the dashboard: frames from `dashboards.data` in, charts out.
+"""Altair charts for the dashboard: frames from `errscope.dashboards.data` in, charts out.
 
 One colour per code on every page, taken from the error catalog (`Catalog.color`): every
 chart that colours by code uses `code_scale()`, so invalid_args is the same red on the
@@ -15,7 +15,7 @@ from typing import Final
 import altair as alt
 import pandas as pd
 
-from collector.catalog import default_catalog
+from errscope.collector.catalog import default_catalog
 
 __all__ = [
     "before_after",

@@ -33,13 +33,13 @@ import pyarrow as pa
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
-from collector.catalog import default_catalog
-from collector.errors import ConfigError, ConfigErrorKind
-from collector.units import parse_time
-from queries import detect
-from queries.detect import DeployInfo, DeployReport
-from queries.findings import Finding, FindingKind, Verdict
-from queries.source import ApiSource, FileSource, QuerySource
+from errscope.collector.catalog import default_catalog
+from errscope.collector.errors import ConfigError, ConfigErrorKind
+from errscope.collector.units import parse_time
+from errscope.queries import detect
+from errscope.queries.detect import DeployInfo, DeployReport
+from errscope.queries.findings import Finding, FindingKind, Verdict
+from errscope.queries.source import ApiSource, FileSource, QuerySource
 
 __all__ = [
     "ENV_API",

@@ -2,7 +2,7 @@
 
 Pages read the filters through `current()`; the widgets themselves are drawn once per
 run by `dashboards/app.py` (`sidebar()`), so a choice made on one page holds on the next.
-Nothing here fetches: values come from `dashboards.data`.
+Nothing here fetches: values come from `errscope.dashboards.data`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Final
 
 import streamlit as st
 
-from collector.errors import ErrscopeError, StoreErrorKind
-from dashboards import data
-from queries.findings import Finding, FindingKind
+from errscope.collector.errors import ErrscopeError, StoreErrorKind
+from errscope.dashboards import data
+from errscope.queries.findings import Finding, FindingKind
 
 __all__ = [
     "DEPLOY_LIMITS",

@@ -13,7 +13,7 @@ message: it branches on `"error" in observation` and on the budget's decision.
 on any provider, `run_conversation(...)` runs one script, and `SCRIPTS` holds the scripted
 conversations (one per behaviour the dashboard shows).  Tracing: `setup_tracing()` builds
 a plain SDK TracerProvider with an in-memory exporter, so `--spans` can print what the tools
-recorded; a real service calls `collector.export.instrument(...)` instead (README).
+recorded; a real service calls `errscope.collector.export.instrument(...)` instead (README).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.toolkit import (
+from errscope.collector.toolkit import (
     Denied,
     NotFound,
     PositiveInt,
@@ -170,7 +170,7 @@ def setup_tracing() -> tuple[TracerProvider, InMemorySpanExporter]:
     """A tracer provider for the demo.
 
     In-memory, so the example can print its spans; a service would use
-    `collector.export.instrument()`, which scrubs and sends them to the sidecar.
+    `errscope.collector.export.instrument()`, which scrubs and sends them to the sidecar.
     """
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

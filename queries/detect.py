@@ -31,8 +31,8 @@ import numpy.typing as npt
 import pyarrow as pa
 from scipy import special, stats
 
-from collector.errors import QueryError, QueryErrorKind
-from queries.findings import Finding, FindingKind, Verdict
+from errscope.collector.errors import QueryError, QueryErrorKind
+from errscope.queries.findings import Finding, FindingKind, Verdict
 
 __all__ = [
     "AGGREGATE_TOOL",
@@ -75,7 +75,7 @@ _MINUTE: Final = timedelta(minutes=1)
 
 
 class Source(Protocol):
-    """The part of `queries.source.QuerySource` detection needs."""
+    """The part of `errscope.queries.source.QuerySource` detection needs."""
 
     def run(self, name: str, params: Mapping[str, object] | None = None) -> pa.Table:
         """Run a named query."""

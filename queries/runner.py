@@ -33,8 +33,8 @@ from typing import Final
 import duckdb
 import pyarrow as pa
 
-from collector.errors import QueryError, QueryErrorKind
-from collector.units import parse_time
+from errscope.collector.errors import QueryError, QueryErrorKind
+from errscope.collector.units import parse_time
 
 __all__ = [
     "NamedQuery",
@@ -194,7 +194,7 @@ def load_queries(folder: Path | None = None) -> Mapping[str, NamedQuery]:
     if folder is None:
         files = [
             (item.name, item.read_text("utf-8"))
-            for item in resources.files("queries").iterdir()
+            for item in resources.files("errscope.queries").iterdir()
             if item.name.endswith(".sql")
         ]
     else:

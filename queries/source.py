@@ -24,10 +24,10 @@ from typing import Final, Protocol
 import pyarrow as pa
 import pyarrow.ipc
 
-from collector.errors import QueryError, QueryErrorKind, StoreError, StoreErrorKind
-from collector.lake import mask_secrets
-from collector.stores import open_store
-from queries.runner import run_query
+from errscope.collector.errors import QueryError, QueryErrorKind, StoreError, StoreErrorKind
+from errscope.collector.lake import mask_secrets
+from errscope.collector.stores import open_store
+from errscope.queries.runner import run_query
 
 __all__ = [
     "ARROW_STREAM",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.record import ToolCall
-from collector.store import DuckDBStore
+from errscope.collector.record import ToolCall
+from errscope.collector.store import DuckDBStore
 from tests.factories import make_call
 
 

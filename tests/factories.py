@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from collector.record import ToolCall
+from errscope.collector.record import ToolCall
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 _counter = itertools.count(1)

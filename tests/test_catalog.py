@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from collector.catalog import (
+from errscope.collector.catalog import (
     BUILTIN_CODES,
     Code,
     builtin_catalog_text,
     default_catalog,
     load_catalog,
 )
-from collector.errors import CatalogError, CatalogErrorKind
+from errscope.collector.errors import CatalogError, CatalogErrorKind
 
 _VALID_ENTRY = """
 meaning = "quota for the month is used up"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from collector.store import DuckDBStore
+from errscope.collector.store import DuckDBStore
 from tests.factories import T0, held_by_another_process, make_call
 
-ERRSCOPE = [sys.executable, "-m", "collector.cli"]
+ERRSCOPE = [sys.executable, "-m", "errscope.collector.cli"]
 
 
 def run(args: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:

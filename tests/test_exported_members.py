@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import collector.catalog
-import collector.errors
-import collector.record
-import collector.store
+import errscope.collector.catalog
+import errscope.collector.errors
+import errscope.collector.record
+import errscope.collector.store
 
 
 def test_error_tree_exports() -> None:
-    """collector.errors exports the error classes and their closed kinds, nothing else."""
-    assert sorted(collector.errors.__all__) == sorted(
+    """errscope.collector.errors exports the error classes and their closed kinds, nothing else."""
+    assert sorted(errscope.collector.errors.__all__) == sorted(
         [
             "CatalogError",
             "CatalogErrorKind",
@@ -32,27 +32,38 @@ def test_error_tree_exports() -> None:
 def test_every_error_class_has_a_kind_enum() -> None:
     """Every ErrscopeError subclass declares its closed kind type; foreign kinds are refused."""
     classes = [
-        getattr(collector.errors, n) for n in collector.errors.__all__ if n.endswith("Error")
+        getattr(errscope.collector.errors, n)
+        for n in errscope.collector.errors.__all__
+        if n.endswith("Error")
     ]
     for cls in classes:
-        if cls is collector.errors.ErrscopeError:
+        if cls is errscope.collector.errors.ErrscopeError:
             continue
-        assert issubclass(cls, collector.errors.ErrscopeError)
+        assert issubclass(cls, errscope.collector.errors.ErrscopeError)
         assert cls.kind_type.__name__ == cls.__name__ + "Kind"
 
 
 def test_all_names_exist() -> None:
     """Every name in each module's __all__ is defined."""
-    for module in (collector.catalog, collector.errors, collector.record, collector.store):
+    for module in (
+        errscope.collector.catalog,
+        errscope.collector.errors,
+        errscope.collector.record,
+        errscope.collector.store,
+    ):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
 
 
 def test_package_entry_points() -> None:
-    """`collector.instrument` and `collector.ScrubbingSpanExporter` are the in-process entry points."""
-    import collector
-    from collector.export import ScrubbingSpanExporter, instrument
+    """`errscope.collector.instrument` and `collector.ScrubbingSpanExporter` are the in-process entry points."""
+    import errscope.collector
+    from errscope.collector.export import ScrubbingSpanExporter, instrument
 
-    assert sorted(collector.__all__) == ["ScrubbingSpanExporter", "__version__", "instrument"]
-    assert collector.instrument is instrument
-    assert collector.ScrubbingSpanExporter is ScrubbingSpanExporter
+    assert sorted(errscope.collector.__all__) == [
+        "ScrubbingSpanExporter",
+        "__version__",
+        "instrument",
+    ]
+    assert errscope.collector.instrument is instrument
+    assert errscope.collector.ScrubbingSpanExporter is ScrubbingSpanExporter

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from collector.errors import QueryError, QueryErrorKind
-from collector.store import DuckDBStore
-from queries.runner import (
+from errscope.collector.errors import QueryError, QueryErrorKind
+from errscope.collector.store import DuckDBStore
+from errscope.queries.runner import (
     ParamType,
     bind_params,
     default_queries,

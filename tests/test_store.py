@@ -13,17 +13,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.errors import RecordError, RecordErrorKind, StoreError, StoreErrorKind
-from collector.pipeline import Processed
-from collector.record import (
+from errscope.collector.errors import RecordError, RecordErrorKind, StoreError, StoreErrorKind
+from errscope.collector.pipeline import Processed
+from errscope.collector.record import (
     TOOL_CALLS_SCHEMA,
     Deploy,
     RedactionCount,
     TracebackSample,
     validate_tool_calls,
 )
-from collector.sink import StoreBatch, StoreSink
-from collector.store import SCHEMA_VERSION, DuckDBStore, migrations, open_store
+from errscope.collector.sink import StoreBatch, StoreSink
+from errscope.collector.store import SCHEMA_VERSION, DuckDBStore, migrations, open_store
 from tests.factories import T0, held_by_another_process, make_call
 
 

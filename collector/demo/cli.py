@@ -10,7 +10,7 @@ done, one JSON line on stdout says what was written and where the story's moment
 (`{"event": "backfilled", ...}`).  SIGTERM and SIGINT stop live traffic, flush what is
 queued and exit 0.
 
-collector.cli registers this command; it imports nothing from collector.cli.
+collector.cli registers this command; it imports nothing from errscope.collector.cli.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from collector.demo.runner import DEFAULT_RATE, BackfillReport, Demo, DemoOptions
-from collector.demo.send import DEFAULT_API, DEFAULT_ENDPOINT, Target
-from collector.demo.story import MIN_HOURS
-from collector.signals import set_soon
+from errscope.collector.demo.runner import DEFAULT_RATE, BackfillReport, Demo, DemoOptions
+from errscope.collector.demo.send import DEFAULT_API, DEFAULT_ENDPOINT, Target
+from errscope.collector.demo.story import MIN_HOURS
+from errscope.collector.signals import set_soon
 
 __all__ = ["backfill_with_progress", "demo", "sidecar_health", "stop_on_signals"]
 

@@ -3,7 +3,7 @@
 The back-fill writes 24 hours of history in seconds, so a span must carry the time the
 story says, not the time the process ran.  `SimClock` holds that time; `ClockedTracerProvider`
 wraps an SDK `TracerProvider` so that every span started through it — including the
-`execute_tool` spans `collector.toolkit` opens, which take no start time — starts at the
+`execute_tool` spans `errscope.collector.toolkit` opens, which take no start time — starts at the
 clock's time and ends at the clock's time when it ends.  A handler that "works" for 300 ms
 advances the clock by 300 ms (`SimClock.sleep`), so durations are as the story draws them.
 

@@ -15,7 +15,8 @@
   `page_oncall` returns an error code the catalog does not know (`quota_exhausted`).
 
 Every random choice comes from `World.rng`, so a seed replays the same story.  Span times
-come from `World.clock` (see `collector.demo.clock`).  Not thread-safe: one fleet per thread.
+come from `World.clock` (see `errscope.collector.demo.clock`).  Not thread-safe: one fleet
+per thread.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from typing import Annotated, Any, Final, Literal
 
 from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 
-from collector.demo.clock import SimClock
-from collector.demo.secrets import PlantedSecret
-from collector.toolkit import (
+from errscope.collector.demo.clock import SimClock
+from errscope.collector.demo.secrets import PlantedSecret
+from errscope.collector.toolkit import (
     Coerce,
     Denied,
     InvalidArgs,

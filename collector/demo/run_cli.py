@@ -15,7 +15,7 @@
 Each child runs in its own process group and is stopped by group — SIGTERM, then SIGKILL
 after a grace period — so nothing is left running, whatever the child started itself
 (Streamlit's workers included).  If the sidecar dies, everything stops and the exit status
-is 1.  collector.cli registers this command; it imports nothing from collector.cli.
+is 1.  collector.cli registers this command; it imports nothing from errscope.collector.cli.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from typing import IO, Final
 
 import click
 
-from collector.demo.cli import backfill_with_progress, stop_on_signals
-from collector.demo.runner import DEFAULT_RATE, Demo, DemoOptions
-from collector.demo.send import Target
-from collector.demo.story import MIN_HOURS
+from errscope.collector.demo.cli import backfill_with_progress, stop_on_signals
+from errscope.collector.demo.runner import DEFAULT_RATE, Demo, DemoOptions
+from errscope.collector.demo.send import Target
+from errscope.collector.demo.story import MIN_HOURS
 
 __all__ = ["Child", "run", "stop_child"]
 
@@ -70,7 +70,7 @@ class Child:
 
 def _errscope(*args: str) -> list[str]:
     """argv of an errscope subcommand run by this interpreter (no PATH lookup)."""
-    return [sys.executable, "-m", "collector.cli", *args]
+    return [sys.executable, "-m", "errscope.collector.cli", *args]
 
 
 def _pump(stream: IO[str], log: IO[str], lines: queue.Queue[str]) -> None:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from collector.demo.clock import ClockedTracerProvider, SimClock
-from collector.demo.fleet import (
+from errscope.collector.demo.clock import ClockedTracerProvider, SimClock
+from errscope.collector.demo.fleet import (
     BILLING,
     BILLING_NEW,
     BILLING_OLD,
@@ -40,9 +40,9 @@ from collector.demo.fleet import (
     SupportAgent,
     World,
 )
-from collector.demo.secrets import PlantedSecret, plant_secrets
-from collector.demo.send import Senders, Target, mark_deploy
-from collector.demo.story import Timeline
+from errscope.collector.demo.secrets import PlantedSecret, plant_secrets
+from errscope.collector.demo.send import Senders, Target, mark_deploy
+from errscope.collector.demo.story import Timeline
 
 __all__ = ["DEFAULT_RATE", "BackfillReport", "Demo", "DemoOptions", "Progress"]
 

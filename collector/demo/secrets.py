@@ -1,7 +1,7 @@
 """The fake secrets the demo plants in arguments and exception messages, and how to find them.
 
 Every value is generated from a built-in scrub rule's published format by
-`collector.scrub.samples` with a seeded generator: nothing here is a real credential.  The
+`errscope.collector.scrub.samples` with a seeded generator: nothing here is a real credential.  The
 demo leaks them the way agent services really do (a DSN in a tool's arguments, a token in a
 request URL inside an exception message, a key pasted into a prompt), so the exposure page
 has counts; the end-to-end test then proves that no `core` — the random part of a secret —
@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from typing import Final
 
-from collector.scrub.samples import SAMPLES
+from errscope.collector.scrub.samples import SAMPLES
 
 __all__ = ["PLANTED_RULES", "PlantedSecret", "plant_secrets"]
 

@@ -3,7 +3,7 @@
 Each (service, version) gets a `TracerProvider` whose resource names the service, version
 and environment — a version change is a deploy, as it is for a real service — with a
 `BatchSpanProcessor` and the OpenTelemetry OTLP/HTTP exporter pointed at the sidecar.
-Services marked `scrub_in_process` get what `collector.export.instrument()` builds:
+Services marked `scrub_in_process` get what `errscope.collector.export.instrument()` builds:
 errscope's `ScrubbingSpanExporter` around the OTLP exporter, so only scrubbed spans leave the
 process; the others send raw spans, as any language's OTLP exporter does, and the sidecar
 scrubs.  A counting wrapper records what the sidecar accepted, so the back-fill can report
@@ -29,8 +29,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from collector import semconv as sc
-from collector.export import ScrubbingSpanExporter
+from errscope.collector import semconv as sc
+from errscope.collector.export import ScrubbingSpanExporter
 
 __all__ = ["DEFAULT_API", "DEFAULT_ENDPOINT", "Counts", "Senders", "Target", "mark_deploy"]
 

@@ -6,16 +6,16 @@
     redact_traceback   the redacted copy of a trace for humans, with a grouping fingerprint
 
 All of it runs in time linear in the input (Hyperscan + RE2, no backtracking on span data) and
-never raises on a value; only loading rules raises, as `collector.errors.RulesError`.
+never raises on a value; only loading rules raises, as `errscope.collector.errors.RulesError`.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from collector.scrub.engine import Scrubbed, Scrubber
-from collector.scrub.rules import Rule, RuleSet, load_rules
-from collector.scrub.tracebacks import RedactedTraceback, redact_traceback, strip_traceback
+from errscope.collector.scrub.engine import Scrubbed, Scrubber
+from errscope.collector.scrub.rules import Rule, RuleSet, load_rules
+from errscope.collector.scrub.tracebacks import RedactedTraceback, redact_traceback, strip_traceback
 
 __all__ = [
     "RedactedTraceback",

@@ -22,10 +22,10 @@ from typing import Any, BinaryIO, NoReturn
 import click
 import orjson
 
-from collector.errors import RulesError
-from collector.scrub.engine import Scrubber
-from collector.scrub.rules import load_rules
-from collector.scrub.tracebacks import redact_traceback
+from errscope.collector.errors import RulesError
+from errscope.collector.scrub.engine import Scrubber
+from errscope.collector.scrub.rules import load_rules
+from errscope.collector.scrub.tracebacks import redact_traceback
 
 __all__ = ["scrub"]
 

@@ -51,9 +51,9 @@ from typing import Any, Final
 import hyperscan
 import re2
 
-from collector.errors import RulesError, RulesErrorKind
-from collector.scrub.rules import AllowList, Rule, RuleSet, compile_regex, load_rules
-from collector.scrub.tracebacks import strip_traceback_count
+from errscope.collector.errors import RulesError, RulesErrorKind
+from errscope.collector.scrub.rules import AllowList, Rule, RuleSet, compile_regex, load_rules
+from errscope.collector.scrub.tracebacks import strip_traceback_count
 
 __all__ = ["DEFAULT_MAX_VALUE_BYTES", "Scrubbed", "Scrubber", "shannon_entropy"]
 

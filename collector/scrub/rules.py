@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 
 import re2
 
-from collector.errors import RulesError, RulesErrorKind
+from errscope.collector.errors import RulesError, RulesErrorKind
 
 __all__ = ["VALIDATORS", "AllowList", "Rule", "RuleSet", "compile_regex", "load_rules"]
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collector.scrub.engine import Scrubber
+    from errscope.collector.scrub.engine import Scrubber
 
 __all__ = [
     "HUMAN_MAX_BYTES",
@@ -901,7 +901,7 @@ def redact_traceback(text: str, scrubber: Scrubber | None = None) -> RedactedTra
         return None
     if scrubber is None:
         # Imported here: collector.scrub imports this module, so a top-level import would cycle.
-        from collector.scrub import default_scrubber  # noqa: PLC0415
+        from errscope.collector.scrub import default_scrubber  # noqa: PLC0415
 
         scrubber = default_scrubber()
 

@@ -1,6 +1,6 @@
 """The tool author's kit: narrow coercion, structured errors, retry caps, counted spans.
 
-    from collector.toolkit import tool, PositiveInt, NotFound, RetryBudget
+    from errscope.collector.toolkit import tool, PositiveInt, NotFound, RetryBudget
 
     @tool("get_job", not_found_hint="job ids look like 17 or 42")
     def get_job(job_id: PositiveInt) -> dict:
@@ -16,7 +16,7 @@
 The handler's annotations are its schema: arguments are validated (one object, no unknown
 keys, required fields present), then coerced (`PositiveInt`, `BoolFromString`, your own
 `Coerce`) or strictly type-checked, and the handler runs only when both passed.  Whatever
-happens comes back as an observation dict (see `collector.toolkit.observation`) under a
+happens comes back as an observation dict (see `errscope.collector.toolkit.observation`) under a
 byte cap, with `got` scrubbed; an execute_tool span in the OTel GenAI conventions records
 the code; `RetryBudget` applies the catalog's retry caps.  Nothing raises into the loop.
 
@@ -26,7 +26,7 @@ the submodules are internal.  docs/toolkit.md is the guide for tool authors.
 
 from __future__ import annotations
 
-from collector.toolkit.adapter import (
+from errscope.collector.toolkit.adapter import (
     AsyncTool,
     Tool,
     TracebackReport,
@@ -34,15 +34,15 @@ from collector.toolkit.adapter import (
     set_traceback_sink,
     tool,
 )
-from collector.toolkit.budget import Decision, RetryBudget
-from collector.toolkit.coerce import (
+from errscope.collector.toolkit.budget import Decision, RetryBudget
+from errscope.collector.toolkit.coerce import (
     BoolFromString,
     Coerce,
     PositiveInt,
     coerce_bool_from_string,
     coerce_positive_int,
 )
-from collector.toolkit.exceptions import (
+from errscope.collector.toolkit.exceptions import (
     Denied,
     InternalError,
     InvalidArgs,
@@ -51,7 +51,7 @@ from collector.toolkit.exceptions import (
     Timeout,
     ToolError,
 )
-from collector.toolkit.observation import Observation
+from errscope.collector.toolkit.observation import Observation
 
 __all__ = [
     "AsyncTool",
@@ -77,8 +77,9 @@ __all__ = [
     "tool",
 ]
 
-# The catalog maps these exceptions by their public dotted names (collector.toolkit.NotFound,
-# ...); make `__module__` say so, for the OTel SDK's exception.type and for the catalog.
+# The catalog maps these exceptions by their public dotted names (`errscope.NotFound`, ...;
+# the names of earlier releases, `collector.toolkit.NotFound`, stay mapped too); make
+# `__module__` say so, for the OTel SDK's exception.type and for the catalog.
 for _cls in (ToolError, InvalidArgs, NotFound, Denied, RateLimited, Timeout, InternalError):
-    _cls.__module__ = __name__
+    _cls.__module__ = "errscope"
 del _cls

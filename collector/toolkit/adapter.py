@@ -3,9 +3,9 @@
 A call `get_job(raw_arguments, call_id=..., budget=...)`:
 
 1. opens an `execute_tool {name}` span (kind INTERNAL) on the tracer "errscope.toolkit";
-2. validates, then coerces, the raw arguments (`collector.toolkit.arguments`);
+2. validates, then coerces, the raw arguments (`errscope.collector.toolkit.arguments`);
 3. calls the handler only when both passed;
-4. turns what happened into an observation dict (`collector.toolkit.observation`): the
+4. turns what happened into an observation dict (`errscope.collector.toolkit.observation`): the
    handler's result, a `ToolError` it raised, or a foreign exception mapped through the
    catalog (HTTP status on the exception's response first, then the exception's class
    names along its MRO, then the catalog's fallback);
@@ -68,14 +68,14 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, TracerProvider
 
-from collector import __version__
-from collector import semconv as sc
-from collector.catalog import Catalog, Code, default_catalog
-from collector.record import is_identifier, is_safe_id
-from collector.toolkit.arguments import Rejection, Signature
-from collector.toolkit.budget import RetryBudget
-from collector.toolkit.exceptions import RateLimited, ToolError
-from collector.toolkit.observation import (
+from errscope.collector import __version__
+from errscope.collector import semconv as sc
+from errscope.collector.catalog import Catalog, Code, default_catalog
+from errscope.collector.record import is_identifier, is_safe_id
+from errscope.collector.toolkit.arguments import Rejection, Signature
+from errscope.collector.toolkit.budget import RetryBudget
+from errscope.collector.toolkit.exceptions import RateLimited, ToolError
+from errscope.collector.toolkit.observation import (
     DEFAULT_MAX_OBSERVATION_BYTES,
     MIN_OBSERVATION_BYTES,
     Observation,
@@ -83,10 +83,10 @@ from collector.toolkit.observation import (
     error_observation,
     success_observation,
 )
-from collector.toolkit.scrubbing import looks_secret, scrub_text, warm_up
+from errscope.collector.toolkit.scrubbing import looks_secret, scrub_text, warm_up
 
 if TYPE_CHECKING:
-    from collector.scrub import RedactedTraceback
+    from errscope.collector.scrub import RedactedTraceback
 
 __all__ = [
     "AsyncTool",
@@ -273,7 +273,7 @@ def _message(exc: BaseException) -> str | None:
 def _redacted(exc: BaseException) -> RedactedTraceback | None:
     """The scrub engine's redacted copy of the exception's traceback; None if it cannot run."""
     try:
-        from collector.scrub import redact_traceback  # noqa: PLC0415 — only on internal_error
+        from errscope.collector.scrub import redact_traceback  # noqa: PLC0415 — only on internal_error
 
         return redact_traceback("".join(traceback.format_exception(exc)))
     except Exception:  # noqa: BLE001 — fail closed: no stack trace on the span
@@ -655,7 +655,7 @@ def tool(
     """Declare a tool: `@tool("get_job")` over `def get_job(job_id: PositiveInt) -> dict`.
 
     The handler's parameters and annotations are its schema (see
-    `collector.toolkit.arguments` for what is supported); a signature that cannot be
+    `errscope.collector.toolkit.arguments` for what is supported); a signature that cannot be
     checked raises TypeError here, at import time, never during a call.  `not_found_hint`
     is the hint for a `NotFound` raised without one ("job ids look like 17 or 42").
     `max_observation_bytes` caps error observations (at least 128).  `tracer_provider`

@@ -30,10 +30,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
-from collector.record import is_identifier
-from collector.toolkit.coerce import Coerce
-from collector.toolkit.exceptions import InvalidArgs
-from collector.toolkit.scrubbing import looks_secret
+from errscope.collector.record import is_identifier
+from errscope.collector.toolkit.coerce import Coerce
+from errscope.collector.toolkit.exceptions import InvalidArgs
+from errscope.collector.toolkit.scrubbing import looks_secret
 
 __all__ = ["Rejection", "Signature"]
 

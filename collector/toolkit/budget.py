@@ -43,7 +43,7 @@ from typing import Any, Final
 
 from opentelemetry.trace import Span
 
-from collector.catalog import CapAction, Catalog, RetryScope, default_catalog
+from errscope.collector.catalog import CapAction, Catalog, RetryScope, default_catalog
 
 __all__ = ["ATTR_RETRY_DECISION", "Decision", "RetryBudget"]
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
-from collector.toolkit.exceptions import InvalidArgs
+from errscope.collector.toolkit.exceptions import InvalidArgs
 
 __all__ = [
     "DEFAULT_MAXIMUM",

@@ -9,7 +9,8 @@
     └── InternalError      internal_error: our bug or an upstream failure
 
 `@tool` turns each of these into an observation dict; they never reach the agent loop.  The
-catalog maps the dotted names `collector.toolkit.<Class>` to the same codes, so a span
+catalog maps the dotted names `errscope.<Class>` (and the earlier releases'
+`collector.toolkit.<Class>`) to the same codes, so a span
 recorded by any other instrumentation that lets one of these escape is counted right too
 (`collector/toolkit/__init__.py` sets `__module__` to make those names true).
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from collector.catalog import Code
+from errscope.collector.catalog import Code
 
 __all__ = [
     "Denied",

@@ -31,8 +31,8 @@ import json
 import reprlib
 from typing import Any, Final
 
-from collector.catalog import Catalog, Code
-from collector.toolkit.scrubbing import looks_secret, model_text
+from errscope.collector.catalog import Catalog, Code
+from errscope.collector.toolkit.scrubbing import looks_secret, model_text
 
 __all__ = [
     "DEFAULT_MAX_OBSERVATION_BYTES",

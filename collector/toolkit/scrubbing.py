@@ -21,7 +21,7 @@ import threading
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collector.scrub import Scrubber
+    from errscope.collector.scrub import Scrubber
 
 __all__ = ["looks_secret", "model_text", "plain_text", "scrub_text", "warm_up"]
 
@@ -45,7 +45,7 @@ class _Engine:
         with self.lock:
             if not self.loaded:
                 try:
-                    from collector.scrub import default_scrubber  # noqa: PLC0415 — on first use
+                    from errscope.collector.scrub import default_scrubber  # noqa: PLC0415 — on first use
 
                     self.scrubber = default_scrubber()
                 except Exception:  # noqa: BLE001 — no engine means nothing is echoed, not a crash

@@ -1,1 +1,1 @@
-"""The dashboard's pages: layout only; data from dashboards.data, charts from dashboards.charts."""
+"""The dashboard's pages: layout only; data from `data`, charts from `charts`."""

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from dashboards import data, ui
+from errscope.dashboards import data, ui
 
 ui.connect_panel(data.spec_from_env())

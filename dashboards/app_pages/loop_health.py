@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboards import charts, data, ui
+from errscope.dashboards import charts, data, ui
 
 ctx = ui.current()
 st.title("Loop health")

@@ -43,9 +43,9 @@ TOKEN = uuid.uuid4().hex  # 32 characters; the sidecar wants 16 or more
 # `errscope` as the image's console script would run it; commands collector.cli does not
 # register yet (demo, dashboard) are added here, as collector.cli will.
 _ERRSCOPE_MAIN = (
-    "import sys, collector.cli as c\n"
-    "from collector.demo.cli import demo\n"
-    "from collector.dashboard_cli import dashboard\n"
+    "import sys, errscope.collector.cli as c\n"
+    "from errscope.collector.demo.cli import demo\n"
+    "from errscope.collector.dashboard_cli import dashboard\n"
     "for cmd in (demo, dashboard):\n"
     "    c.main.commands.setdefault(cmd.name or '', cmd)\n"
     "c.main(sys.argv[1:], prog_name='errscope')\n"

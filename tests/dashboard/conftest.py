@@ -17,8 +17,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from collector.dashboard_cli import free_port
-from dashboards import data
+from errscope.collector.dashboard_cli import free_port
+from errscope.dashboards import data
 from tests.dashboard.scenario import AS_OF, build_empty_store, build_store
 
 APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"

@@ -25,13 +25,13 @@ from typing import Final
 import numpy as np
 import pyarrow as pa
 
-from collector.record import (
+from errscope.collector.record import (
     TOOL_CALLS_SCHEMA,
     Deploy,
     RedactionCount,
     TracebackSample,
 )
-from collector.store import DuckDBStore
+from errscope.collector.store import DuckDBStore
 
 AS_OF: Final = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 DEPLOY_AGO: Final = timedelta(minutes=60)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.dashboard_cli import free_port
+from errscope.collector.dashboard_cli import free_port
 from tests.dashboard.otel_traffic import BAD_TOOL, SERVICE, send_broken_deploy
 from tests.sidecar.harness import sidecar
 
@@ -43,11 +43,11 @@ START_TIMEOUT_S = 120
 
 def _dashboard_argv(*args: str) -> list[str]:
     """`errscope dashboard ...` once collector.cli registers it, else the command module."""
-    from collector.cli import main
+    from errscope.collector.cli import main
 
     if "dashboard" in main.commands:
-        return [sys.executable, "-m", "collector.cli", "dashboard", *args]
-    return [sys.executable, "-m", "collector.dashboard_cli", *args]
+        return [sys.executable, "-m", "errscope.collector.cli", "dashboard", *args]
+    return [sys.executable, "-m", "errscope.collector.dashboard_cli", *args]
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from collector import dashboard_cli
-from collector.dashboard_cli import child_environment, dashboard, streamlit_command
+from errscope.collector import dashboard_cli
+from errscope.collector.dashboard_cli import child_environment, dashboard, streamlit_command
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""dashboards.data: the shaping of query answers, and findings equal to detect_all's."""
+"""errscope.dashboards.data: the shaping of query answers, and findings equal to detect_all's."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import streamlit as st
 
-from dashboards import data
-from queries import detect
-from queries.findings import Finding, FindingKind, finding_dict
-from queries.source import FileSource
+from errscope.dashboards import data
+from errscope.queries import detect
+from errscope.queries.findings import Finding, FindingKind, finding_dict
+from errscope.queries.source import FileSource
 from tests.dashboard.scenario import AS_OF
 
 M0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)

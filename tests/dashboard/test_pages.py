@@ -216,7 +216,7 @@ def test_overview_offers_to_evaluate_every_deploy(
     make_app: AppFactory, scenario_db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With more deploys than one render evaluates, the Overview says so and offers them all."""
-    from dashboards import data
+    from errscope.dashboards import data
 
     monkeypatch.setattr(data, "MAX_DEPLOYS", 0)
     at = _open(make_app(db=scenario_db))

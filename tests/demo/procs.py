@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-ERRSCOPE = [sys.executable, "-m", "collector.cli"]
+ERRSCOPE = [sys.executable, "-m", "errscope.collector.cli"]
 
 
 @dataclass

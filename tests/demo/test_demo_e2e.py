@@ -14,8 +14,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from collector.demo import BackfillReport, Demo, DemoOptions, Target
-from collector.demo.fleet import (
+from errscope.collector.demo import BackfillReport, Demo, DemoOptions, Target
+from errscope.collector.demo.fleet import (
     BILLING,
     BILLING_NEW,
     BROKEN_FIELD,
@@ -24,9 +24,9 @@ from collector.demo.fleet import (
     SPIKE_TOOL,
     SUPPORT,
 )
-from queries import detect
-from queries.findings import FindingKind, Verdict
-from queries.source import FileSource
+from errscope.queries import detect
+from errscope.queries.findings import FindingKind, Verdict
+from errscope.queries.source import FileSource
 from tests.demo.procs import ERRSCOPE, start, stop
 
 pytestmark = pytest.mark.slow

@@ -24,7 +24,16 @@ def test_run_brings_everything_up_and_ctrl_c_stops_it_all(tmp_path: Path) -> Non
     env.pop("ERRSCOPE_TOKEN", None)
     data = tmp_path / "data"
     # The real entry point: `run` must find `dashboard` among errscope's lazy commands.
-    argv = [sys.executable, "-m", "collector.cli", "run", "--data-dir", str(data), "--hours", "3"]
+    argv = [
+        sys.executable,
+        "-m",
+        "errscope.collector.cli",
+        "run",
+        "--data-dir",
+        str(data),
+        "--hours",
+        "3",
+    ]
     argv += ["--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0", "--api", "127.0.0.1:0"]
     argv += ["--dashboard-port", "0"]
     proc = start(argv, tmp_path / "run.log", env)

@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from collector.demo.cli import demo
-from collector.demo.clock import ClockedTracerProvider, SimClock
-from collector.demo.fleet import (
+from errscope.collector.demo.cli import demo
+from errscope.collector.demo.clock import ClockedTracerProvider, SimClock
+from errscope.collector.demo.fleet import (
     BILLING_NEW,
     BILLING_OLD,
     BROKEN_FIELD,
@@ -26,9 +26,9 @@ from collector.demo.fleet import (
     SupportAgent,
     World,
 )
-from collector.demo.secrets import PLANTED_RULES, plant_secrets
-from collector.demo.send import Target
-from collector.demo.story import MIN_HOURS, Timeline
+from errscope.collector.demo.secrets import PLANTED_RULES, plant_secrets
+from errscope.collector.demo.send import Target
+from errscope.collector.demo.story import MIN_HOURS, Timeline
 
 END = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 NS = 1_000_000_000

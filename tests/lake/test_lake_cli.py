@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from collector.lake import DuckLakeStore
-from collector.lake_cli import migrate
-from collector.record import Deploy, RedactionCount
-from collector.store import DuckDBStore
-from queries.runner import run_query
+from errscope.collector.lake import DuckLakeStore
+from errscope.collector.lake_cli import migrate
+from errscope.collector.record import Deploy, RedactionCount
+from errscope.collector.store import DuckDBStore
+from errscope.queries.runner import run_query
 from tests.factories import T0, make_call
 
 pytestmark = pytest.mark.postgres

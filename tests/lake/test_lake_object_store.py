@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.errors import StoreError
-from collector.lake import DuckLakeStore, s3_secret_options
+from errscope.collector.errors import StoreError
+from errscope.collector.lake import DuckLakeStore, s3_secret_options
 from tests.factories import make_call
 
 BUCKET = "errscope-lake"

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from collector.cli import main
-from collector.errors import StoreError
-from collector.lake import DuckLakeStore
-from queries.runner import run_query
-from queries.source import FileSource
+from errscope.collector.cli import main
+from errscope.collector.errors import StoreError
+from errscope.collector.lake import DuckLakeStore
+from errscope.queries.runner import run_query
+from errscope.queries.source import FileSource
 from tests.factories import make_call
 from tests.lake.conftest import PG_PASSWORD, admin_sql
 

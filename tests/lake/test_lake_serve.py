@@ -34,11 +34,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from collector.lake import DuckLakeStore
-from collector.store import DuckDBStore
-from queries.detect import detect_all, detect_deploy
-from queries.findings import Finding, FindingKind, Verdict
-from queries.source import ApiSource
+from errscope.collector.lake import DuckLakeStore
+from errscope.collector.store import DuckDBStore
+from errscope.queries.detect import detect_all, detect_deploy
+from errscope.queries.findings import Finding, FindingKind, Verdict
+from errscope.queries.source import ApiSource
 from tests.queries.traffic import DEPLOY_TS, Scenario
 from tests.sidecar.harness import Served, grpc_exporter, http_exporter, send
 
@@ -62,7 +62,7 @@ Key = tuple[str, str]
 def _serve(store: str, log: Path, *extra: str) -> subprocess.Popen[str]:
     """Start `errscope serve` on `store` with every listener on an ephemeral port."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ERRSCOPE_DUCKDB_EXTENSIONS": "wheel"}
-    command = [sys.executable, "-m", "collector.cli", "serve", "--store", store, *extra]
+    command = [sys.executable, "-m", "errscope.collector.cli", "serve", "--store", store, *extra]
     command += ["--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0", "--api", "127.0.0.1:0"]
     with log.open("a") as log_file:
         return subprocess.Popen(

@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from collector.errors import StoreError, StoreErrorKind
-from collector.lake import DuckLakeStore
-from collector.pipeline import Processed
-from collector.record import (
+from errscope.collector.errors import StoreError, StoreErrorKind
+from errscope.collector.lake import DuckLakeStore
+from errscope.collector.pipeline import Processed
+from errscope.collector.record import (
     Deploy,
     RedactionCount,
     TracebackSample,
     tool_calls_to_arrow,
 )
-from collector.sink import StoreBatch, StoreSink
-from collector.store import SCHEMA_VERSION, DuckDBStore
-from queries.runner import run_query
+from errscope.collector.sink import StoreBatch, StoreSink
+from errscope.collector.store import SCHEMA_VERSION, DuckDBStore
+from errscope.queries.runner import run_query
 from tests.factories import T0, make_call
 
 pytestmark = pytest.mark.postgres
@@ -286,7 +286,7 @@ def test_prune_and_maintain_a_lake_from_the_cli(lake_store: DuckLakeStore, lake_
 
     def errscope(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "collector.cli", *args],
+            [sys.executable, "-m", "errscope.collector.cli", *args],
             capture_output=True,
             text=True,
             env=env,

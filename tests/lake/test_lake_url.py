@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from collector.errors import StoreError, StoreErrorKind
-from collector.lake import mask_secrets, parse_lake_url
-from collector.store import DuckDBStore
-from collector.stores import open_store
+from errscope.collector.errors import StoreError, StoreErrorKind
+from errscope.collector.lake import mask_secrets, parse_lake_url
+from errscope.collector.store import DuckDBStore
+from errscope.collector.stores import open_store
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from collector.scrub.samples import SAMPLES, github_style_token, rand
+from errscope.collector.scrub.samples import SAMPLES, github_style_token, rand
 
 _rng = random.Random(20261130)
 GITHUB_TOKEN = github_style_token(_rng, "ghp_")

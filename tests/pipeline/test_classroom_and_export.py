@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from collector.catalog import load_catalog
-from collector.export import ScrubbingSpanExporter, instrument
-from collector.pipeline import Pipeline
-from collector.sink import StoreBatch, StoreSink
-from collector.spanview import SpanView, from_readable
-from collector.store import DuckDBStore
+from errscope.collector.catalog import load_catalog
+from errscope.collector.export import ScrubbingSpanExporter, instrument
+from errscope.collector.pipeline import Pipeline
+from errscope.collector.sink import StoreBatch, StoreSink
+from errscope.collector.spanview import SpanView, from_readable
+from errscope.collector.store import DuckDBStore
 from tests.factories import held_by_another_process
 from tests.pipeline.spans import (
     DB_PASSWORD,
@@ -95,7 +95,7 @@ def test_fail_closed_reduces_span_to_ids(monkeypatch: pytest.MonkeyPatch) -> Non
     def explode(*_: object, **__: object) -> None:
         raise RuntimeError(f"boom {GITHUB_TOKEN}")
 
-    monkeypatch.setattr("collector.pipeline.normalise", explode)
+    monkeypatch.setattr("errscope.collector.pipeline.normalise", explode)
     span = make_span(
         "execute_tool get_job",
         {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_job", "x": OPENAI_KEY},
@@ -388,7 +388,7 @@ def _run_python(script: str, *args: str) -> Any:
 _FORK_SCRIPT = """
 import logging, os, sys
 logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
-from collector.export import instrument
+from errscope.collector.export import instrument
 
 provider = instrument("svc", version="1", store=sys.argv[1], set_global=False)
 tracer = provider.get_tracer("app")
@@ -426,7 +426,7 @@ def test_a_forked_worker_says_it_cannot_store(tmp_path: Path) -> None:
 _FORK_EXIT_SCRIPT = """
 import gc, logging, os, sys
 logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
-from collector.export import instrument
+from errscope.collector.export import instrument
 
 provider = instrument("svc", version="1", store=sys.argv[1], set_global=False)
 tracer = provider.get_tracer("app")
@@ -464,7 +464,7 @@ def test_a_forked_child_exiting_normally_leaves_the_parents_store_alone(
 
 _FORK_GC_SCRIPT = """
 import gc, os, sys, threading
-from collector.gcpause import gc_paused
+from errscope.collector.gcpause import gc_paused
 
 inside, release = threading.Event(), threading.Event()
 
@@ -496,7 +496,7 @@ def test_instrument_twice_warns_that_the_second_is_not_global() -> None:
         "import logging, sys\n"
         "logging.basicConfig(level=logging.WARNING, stream=sys.stderr)\n"
         "from opentelemetry import trace\n"
-        "from collector.export import instrument\n"
+        "from errscope.collector.export import instrument\n"
         "first = instrument('svc', version='1', endpoint='http://127.0.0.1:9/v1/traces')\n"
         "second = instrument('svc', version='2', endpoint='http://127.0.0.1:9/v1/traces')\n"
         "assert trace.get_tracer_provider() is first\n"
@@ -570,13 +570,13 @@ def test_instrument_reads_the_standard_otel_endpoint_variable(
 def test_endpoint_and_transport_choices() -> None:
     """A query string survives /v1/traces; a bare loopback gRPC address is plaintext (the
     local sidecar has no TLS), a bare remote one is not."""
-    from collector.export import _endpoint, _grpc_insecure
+    from errscope.collector.export import _endpoint, _grpc_insecure
 
     assert _endpoint("http://h:1?tenant=a", "http") == "http://h:1/v1/traces?tenant=a"
     assert _endpoint("http://h:1/custom", "http") == "http://h:1/custom"
     assert _grpc_insecure("127.0.0.1:4317") is True
     assert _grpc_insecure("[::1]:4317") is True
-    assert _grpc_insecure("collector.example.com:4317") is False
+    assert _grpc_insecure("errscope.collector.example.com:4317") is False
     assert _grpc_insecure("https://127.0.0.1:4317") is False
 
 

@@ -12,10 +12,10 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from collector.classify import Matcher
-from collector.pipeline import NonToolPolicy, Pipeline
-from collector.spanview import from_readable
-from collector.store import DuckDBStore
+from errscope.collector.classify import Matcher
+from errscope.collector.pipeline import NonToolPolicy, Pipeline
+from errscope.collector.spanview import from_readable
+from errscope.collector.store import DuckDBStore
 from tests.pipeline.spans import (
     DB_URL,
     GITHUB_TOKEN,
@@ -826,7 +826,7 @@ def test_second_pass_agrees_with_first() -> None:
     """A span errscope already passed on is classified the same way by a second errscope."""
     first = Pipeline().process(from_readable(_langgraph_tool_exception()))
     assert first.forward is not None
-    from collector.spanview import to_readable
+    from errscope.collector.spanview import to_readable
 
     second = Pipeline().process(from_readable(to_readable(first.forward)))
     assert first.record is not None
@@ -840,8 +840,8 @@ def test_second_pass_agrees_with_first() -> None:
 
 def test_non_tool_redactions_are_filed_under_their_service_and_hour() -> None:
     """A non-tool span's masked values count under its service and its start's hour."""
-    from collector.pipeline import NON_TOOL
-    from collector.sink import StoreBatch
+    from errscope.collector.pipeline import NON_TOOL
+    from errscope.collector.sink import StoreBatch
 
     span = make_span(
         "invoke_agent weather_agent",

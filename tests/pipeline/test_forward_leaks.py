@@ -15,9 +15,9 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource as PbResource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 
-from collector.otlp import decode_json
-from collector.pipeline import NonToolPolicy, Pipeline, Processed
-from collector.spanview import SpanView, from_otlp, from_readable, to_readable
+from errscope.collector.otlp import decode_json
+from errscope.collector.pipeline import NonToolPolicy, Pipeline, Processed
+from errscope.collector.spanview import SpanView, from_otlp, from_readable, to_readable
 from tests.pipeline.spans import RESOURCE, make_span
 
 TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_job"}

@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanContext, TraceFlags, TraceState
 
-from collector.pipeline import NonToolPolicy, Pipeline
-from collector.spanview import from_readable
+from errscope.collector.pipeline import NonToolPolicy, Pipeline
+from errscope.collector.spanview import from_readable
 from tests.pipeline.spans import GITHUB_TOKEN, OPENAI_KEY, RESOURCE, strings_of
 
 TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_job"}

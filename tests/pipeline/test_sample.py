@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector.sample import TracebackSampler
+from errscope.collector.sample import TracebackSampler
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from collector.store import DuckDBStore
-from queries import detect
-from queries.findings import Finding, FindingKind, Verdict
+from errscope.collector.store import DuckDBStore
+from errscope.queries import detect
+from errscope.queries.findings import Finding, FindingKind, Verdict
 from tests.queries.traffic import DEPLOY_TS, Scenario, StoreSource
 
 SERVICE, NEW = "billing-agent", "2.0"
@@ -508,8 +508,8 @@ def test_loop_misuse_keeps_to_the_environment_asked_for(store: DuckDBStore) -> N
 def test_a_spike_names_a_version_only_from_its_own_environment(tmp_path: Path) -> None:
     """An unfiltered spike pools environments: deploys near it in two environments name
     no version; filtered to one environment, that environment's deploy is named."""
-    from collector.record import Deploy
-    from queries.source import FileSource
+    from errscope.collector.record import Deploy
+    from errscope.queries.source import FileSource
     from tests.dashboard.scenario import AS_OF, SPIKE_TOOL, build_store
 
     path = build_store(tmp_path / "s.duckdb")

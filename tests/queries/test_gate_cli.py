@@ -11,9 +11,9 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from collector.gate_cli import check, findings
-from collector.record import Deploy, ToolCall
-from collector.store import DuckDBStore
+from errscope.collector.gate_cli import check, findings
+from errscope.collector.record import Deploy, ToolCall
+from errscope.collector.store import DuckDBStore
 from tests.queries.traffic import DEPLOY_TS, Scenario
 
 REQUIRED_KEYS = {
@@ -366,7 +366,7 @@ def test_a_replay_does_not_run_past_the_clock(
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "errscope.collector.cli",
             "check",
             *_GATE,
             "--db",

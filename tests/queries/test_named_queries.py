@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from collector.errors import QueryError, QueryErrorKind
-from collector.record import Deploy, RedactionCount, TracebackSample
-from collector.store import DuckDBStore
-from queries.runner import bind_params, default_queries
+from errscope.collector.errors import QueryError, QueryErrorKind
+from errscope.collector.record import Deploy, RedactionCount, TracebackSample
+from errscope.collector.store import DuckDBStore
+from errscope.queries.runner import bind_params, default_queries
 from tests.queries.traffic import StoreSource, call
 
 T = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

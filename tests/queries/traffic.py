@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pyarrow as pa
 
-from collector.record import Deploy, ToolCall
-from collector.store import DuckDBStore
-from queries.runner import run_query
+from errscope.collector.record import Deploy, ToolCall
+from errscope.collector.store import DuckDBStore
+from errscope.queries.runner import run_query
 
 #: The deploy time every scenario is built around.
 DEPLOY_TS = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector.scrub import RuleSet, Scrubber, default_scrubber, load_rules
+from errscope.collector.scrub import RuleSet, Scrubber, default_scrubber, load_rules
 
 
 @pytest.fixture(scope="session")

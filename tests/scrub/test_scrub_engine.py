@@ -13,11 +13,11 @@ from urllib.parse import quote
 
 import pytest
 
-from collector.errors import RulesError
-from collector.scrub import RuleSet, Scrubber, load_rules
-from collector.scrub.engine import TRUNCATED_MARKER, shannon_entropy
-from collector.scrub.rules import Rule
-from collector.scrub.samples import BENIGN_IDS, SAMPLES, github_style_token
+from errscope.collector.errors import RulesError
+from errscope.collector.scrub import RuleSet, Scrubber, load_rules
+from errscope.collector.scrub.engine import TRUNCATED_MARKER, shannon_entropy
+from errscope.collector.scrub.rules import Rule
+from errscope.collector.scrub.samples import BENIGN_IDS, SAMPLES, github_style_token
 
 ALL_RULE_IDS = sorted(SAMPLES)
 

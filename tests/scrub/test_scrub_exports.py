@@ -1,13 +1,13 @@
-"""The public surface of collector.scrub is pinned."""
+"""The public surface of errscope.collector.scrub is pinned."""
 
 from __future__ import annotations
 
-import collector.scrub
+import errscope.collector.scrub
 
 
 def test_exported_members() -> None:
     """`__all__` lists exactly the API other modules build on."""
-    assert sorted(collector.scrub.__all__) == [
+    assert sorted(errscope.collector.scrub.__all__) == [
         "RedactedTraceback",
         "Rule",
         "RuleSet",
@@ -18,10 +18,12 @@ def test_exported_members() -> None:
         "redact_traceback",
         "strip_traceback",
     ]
-    for name in collector.scrub.__all__:
-        assert getattr(collector.scrub, name).__doc__
+    for name in errscope.collector.scrub.__all__:
+        assert getattr(errscope.collector.scrub, name).__doc__
 
 
 def test_default_scrubber_is_cached() -> None:
     """default_scrubber() compiles once and returns the same object."""
-    assert collector.scrub.default_scrubber() is collector.scrub.default_scrubber()
+    assert (
+        errscope.collector.scrub.default_scrubber() is errscope.collector.scrub.default_scrubber()
+    )

@@ -11,8 +11,8 @@ from urllib.parse import quote
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.scrub import Scrubber, default_scrubber, load_rules
-from collector.scrub.samples import SAMPLES
+from errscope.collector.scrub import Scrubber, default_scrubber, load_rules
+from errscope.collector.scrub.samples import SAMPLES
 
 _SCRUBBER: Scrubber = Scrubber(load_rules(pii=True))
 _WRAPPERS: dict[str, Callable[[str, str], str]] = {

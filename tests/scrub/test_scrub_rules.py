@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.errors import RulesError, RulesErrorKind
-from collector.scrub import RuleSet, Scrubber, load_rules
+from errscope.collector.errors import RulesError, RulesErrorKind
+from errscope.collector.scrub import RuleSet, Scrubber, load_rules
 
 # Groups the issue asks the built-in rules to cover, by a rule id each must contain.
 REQUIRED_FAMILIES = [

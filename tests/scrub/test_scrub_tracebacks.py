@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from collector.scrub import redact_traceback, strip_traceback
-from collector.scrub.samples import ALNUM, B64URL, SAMPLES, rand
-from collector.scrub.tracebacks import HUMAN_MAX_BYTES
+from errscope.collector.scrub import redact_traceback, strip_traceback
+from errscope.collector.scrub.samples import ALNUM, B64URL, SAMPLES, rand
+from errscope.collector.scrub.tracebacks import HUMAN_MAX_BYTES
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "tracebacks"
 CASES = sorted(p.name.removesuffix(".input.txt") for p in GOLDEN.glob("*.input.txt"))

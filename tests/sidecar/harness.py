@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-ERRSCOPE = [sys.executable, "-m", "collector.cli"]
+ERRSCOPE = [sys.executable, "-m", "errscope.collector.cli"]
 
 
 @dataclass

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.scrub.samples import SAMPLES
-from collector.serve import _LibraryLogFilter, negotiate
+from errscope.collector.scrub.samples import SAMPLES
+from errscope.collector.serve import _LibraryLogFilter, negotiate
 from tests.sidecar.harness import ERRSCOPE, Served, sidecar
 from tests.sidecar.test_conformance import (
     MAX_BODY,

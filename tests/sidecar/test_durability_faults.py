@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from collector.errors import ConfigError
-from collector.serve import ServeConfig
+from errscope.collector.errors import ConfigError
+from errscope.collector.serve import ServeConfig
 from tests.sidecar import harness
 from tests.sidecar.harness import ERRSCOPE, Served, sidecar, start_sidecar
 from tests.sidecar.test_robustness import ids_of, post, stored_counts, tool_spans
@@ -32,8 +32,8 @@ from tests.sidecar.test_robustness import ids_of, post, stored_counts, tool_span
 _LOW_CHECKPOINT = [
     sys.executable,
     "-c",
-    "import sys, collector.store as s; s.CHECKPOINT_THRESHOLD = sys.argv.pop(1);"
-    " from collector.cli import main; main()",
+    "import sys, errscope.collector.store as s; s.CHECKPOINT_THRESHOLD = sys.argv.pop(1);"
+    " from errscope.collector.cli import main; main()",
     "64KiB",
 ]
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.otlp import (
+from errscope.collector.otlp import (
     BodyTooLargeError,
     Decoded,
     OtlpDecodeError,

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 import pytest
 
-from collector.toolkit import (
+from errscope.collector.toolkit import (
     BoolFromString,
     Coerce,
     PositiveInt,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from collector.toolkit import NotFound, PositiveInt, tool
-from collector.toolkit.observation import observation_bytes
+from errscope.collector.toolkit import NotFound, PositiveInt, tool
+from errscope.collector.toolkit.observation import observation_bytes
 
 
 @pytest.mark.parametrize(

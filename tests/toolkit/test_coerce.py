@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from collector.toolkit import InvalidArgs, coerce_bool_from_string, coerce_positive_int
+from errscope.collector.toolkit import InvalidArgs, coerce_bool_from_string, coerce_positive_int
 
 MAX = 2**63 - 1
 

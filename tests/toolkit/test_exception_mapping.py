@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from collector.catalog import default_catalog
-from collector.record import is_safe_id
-from collector.toolkit import (
+from errscope.collector.catalog import default_catalog
+from errscope.collector.record import is_safe_id
+from errscope.collector.toolkit import (
     Denied,
     InternalError,
     InvalidArgs,
@@ -24,7 +24,7 @@ from collector.toolkit import (
     TracebackReport,
     set_traceback_sink,
 )
-from collector.toolkit.adapter import _http_response
+from errscope.collector.toolkit.adapter import _http_response
 
 
 def foreign(module: str, name: str, *bases: type[BaseException]) -> type[Exception]:
@@ -205,7 +205,7 @@ def test_traceback_goes_to_the_sink_and_the_span(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The sink and the span's exception event get the same redacted traceback."""
-    import collector.scrub
+    import errscope.collector.scrub
 
     @dataclass
     class Redacted:
@@ -217,7 +217,7 @@ def test_traceback_goes_to_the_sink_and_the_span(
         assert "Traceback" in text
         return Redacted("redacted", "RuntimeError", "fp1")
 
-    monkeypatch.setattr(collector.scrub, "redact_traceback", redact)
+    monkeypatch.setattr(errscope.collector.scrub, "redact_traceback", redact)
     observation = make_tool("t")(_raise(RuntimeError("boom")))({})
     assert len(traceback_reports) == 1
     report = traceback_reports[0]
@@ -240,14 +240,14 @@ def test_broken_sink_does_not_break_the_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A sink that raises is ignored: the loop still gets its internal_error observation."""
-    import collector.scrub
+    import errscope.collector.scrub
 
     def explode(report: TracebackReport) -> None:
         raise RuntimeError("sink down")
 
     previous = set_traceback_sink(explode)
     try:
-        monkeypatch.setattr(collector.scrub, "redact_traceback", lambda text: None)
+        monkeypatch.setattr(errscope.collector.scrub, "redact_traceback", lambda text: None)
         observation = make_tool("t")(_raise(RuntimeError("boom")))({})
     finally:
         set_traceback_sink(previous)
@@ -262,10 +262,11 @@ def test_broken_sink_does_not_break_the_call(
     ],
 )
 def test_catalog_names_each_toolkit_exception(cls: type[ToolError]) -> None:
-    """The catalog maps `collector.toolkit.<Class>` to the code the class stands for."""
+    """The catalog maps `errscope.<Class>`, and the earlier `collector.toolkit.<Class>`, to its code."""
     dotted = f"{cls.__module__}.{cls.__qualname__}"
-    assert dotted == f"collector.toolkit.{cls.__name__}"
+    assert dotted == f"errscope.{cls.__name__}"
     assert default_catalog().for_exception(dotted) == cls.default_code
+    assert default_catalog().for_exception(f"collector.toolkit.{cls.__name__}") == cls.default_code
 
 
 def test_keyboard_interrupt_propagates(

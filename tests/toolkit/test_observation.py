@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from collector.catalog import default_catalog, load_catalog
-from collector.toolkit.observation import (
+from errscope.collector.catalog import default_catalog, load_catalog
+from errscope.collector.toolkit.observation import (
     MIN_OBSERVATION_BYTES,
     default_hint,
     error_observation,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from collector.catalog import load_catalog
-from collector.toolkit import (
+from errscope.collector.catalog import load_catalog
+from errscope.collector.toolkit import (
     Decision,
     Denied,
     NotFound,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector.toolkit import scrubbing, tool
+from errscope.collector.toolkit import scrubbing, tool
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.trace import SpanKind, StatusCode
 
-from collector.toolkit import AsyncTool, Denied, NotFound, PositiveInt, RetryBudget, tool
+from errscope.collector.toolkit import AsyncTool, Denied, NotFound, PositiveInt, RetryBudget, tool
 
 SECRET = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
 
@@ -163,7 +163,7 @@ def test_async_tool(traced: Any) -> None:
 def test_retry_after_reaches_the_span(traced: Any, seconds: object) -> None:
     """RateLimited's retry_after_s, as a number or as the header's text, is on the span (the
     pipeline stores it as retry_after_s) and in the observation; the call stays rate_limited."""
-    from collector.toolkit import RateLimited
+    from errscope.collector.toolkit import RateLimited
 
     @tool("search", tracer_provider=traced.provider)
     def search() -> None:
@@ -180,7 +180,7 @@ def test_retry_after_reaches_the_span(traced: Any, seconds: object) -> None:
 def test_a_secret_named_as_the_field_is_neither_echoed_nor_recorded(traced: Any) -> None:
     """A handler naming a key the model sent (which may be a token) as the field: the call is
     invalid_args, the field is left out of the observation and the span."""
-    from collector.toolkit import InvalidArgs
+    from errscope.collector.toolkit import InvalidArgs
 
     @tool("search", tracer_provider=traced.provider)
     def search(filters: dict[str, int]) -> None:
@@ -225,7 +225,7 @@ def test_a_raising_span_processor_does_not_undo_a_success(
         return {"charged": amount}
 
     budget = RetryBudget()
-    with caplog.at_level(logging.WARNING, logger="collector.toolkit.adapter"):
+    with caplog.at_level(logging.WARNING, logger="errscope.collector.toolkit.adapter"):
         observation = charge_card({"amount": 5}, budget=budget)
     assert observation == {"ok": True, "result": {"charged": 5}}
     assert charged == [5]

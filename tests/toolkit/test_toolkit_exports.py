@@ -5,12 +5,12 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-import collector.toolkit
+import errscope.collector.toolkit
 
 
 def test_public_surface() -> None:
-    """collector.toolkit exports exactly these names, each defined and documented."""
-    assert sorted(collector.toolkit.__all__) == sorted(
+    """errscope.collector.toolkit exports exactly these names, each defined and documented."""
+    assert sorted(errscope.collector.toolkit.__all__) == sorted(
         [
             "AsyncTool", "BoolFromString", "Coerce", "Decision", "Denied", "InternalError",
             "InvalidArgs", "NotFound", "Observation", "PositiveInt", "RateLimited",
@@ -18,8 +18,8 @@ def test_public_surface() -> None:
             "coerce_bool_from_string", "coerce_positive_int", "set_traceback_sink", "tool",
         ]
     )  # fmt: skip
-    for name in collector.toolkit.__all__:
-        obj = getattr(collector.toolkit, name)
+    for name in errscope.collector.toolkit.__all__:
+        obj = getattr(errscope.collector.toolkit, name)
         # Type aliases (PositiveInt, Observation, TracebackSink) are documented in the source.
         if inspect.isclass(obj) or inspect.isfunction(obj):
             assert (obj.__doc__ or "").strip(), name
@@ -27,7 +27,7 @@ def test_public_surface() -> None:
 
 def test_issue_import_line() -> None:
     """The import line the README promises works."""
-    from collector.toolkit import (  # noqa: F401
+    from errscope.collector.toolkit import (  # noqa: F401
         InvalidArgs,
         NotFound,
         PositiveInt,
@@ -39,5 +39,5 @@ def test_issue_import_line() -> None:
 
 def test_docstring_names_the_real_exports_test() -> None:
     """The package docstring points at this file, which pins `__all__`."""
-    assert "tests/toolkit/test_toolkit_exports.py" in (collector.toolkit.__doc__ or "")
+    assert "tests/toolkit/test_toolkit_exports.py" in (errscope.collector.toolkit.__doc__ or "")
     assert Path(__file__).name == "test_toolkit_exports.py"

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.catalog import Code, default_catalog
-from collector.toolkit import (
+from errscope.collector.catalog import Code, default_catalog
+from errscope.collector.toolkit import (
     BoolFromString,
     InvalidArgs,
     NotFound,
@@ -18,7 +18,7 @@ from collector.toolkit import (
     Tool,
     tool,
 )
-from collector.toolkit.observation import observation_bytes
+from errscope.collector.toolkit.observation import observation_bytes
 
 CATALOG = default_catalog()
 CAP = 512

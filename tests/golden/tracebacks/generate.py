@@ -349,7 +349,7 @@ def main(argv: list[str]) -> int:
         print(f"wrote {case}.input.txt ({len(output)} chars)")
     if write_expected:
         sys.path.insert(0, str(HERE.parents[2]))
-        from collector.scrub import redact_traceback, strip_traceback
+        from errscope.collector.scrub import redact_traceback, strip_traceback
 
         for path in sorted(HERE.glob("*.input.txt")):
             case = path.name.removesuffix(".input.txt")
