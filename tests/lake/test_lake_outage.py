@@ -19,7 +19,7 @@ from errscope.collector.errors import StoreError
 from errscope.collector.lake import DuckLakeStore
 from errscope.queries.runner import run_query
 from errscope.queries.source import FileSource
-from tests.factories import make_call
+from tests.factories import T0, make_call
 from tests.lake.conftest import PG_PASSWORD, admin_sql
 
 pytestmark = pytest.mark.postgres
@@ -53,7 +53,13 @@ def test_reads_during_an_outage_fail_structured_and_recover(
                 read()
             assert PG_PASSWORD not in caught.value.describe()
             assert PG_PASSWORD not in str(caught.value)
-    assert run_query(lake_store.cursor(), "error_rates", {}).num_rows == 1
+    # The window is pinned around the factory's fixed T0: the query's default (the last 24 h)
+    # would make the answer depend on the day the suite runs.
+    window = {
+        "since": (T0 - timedelta(hours=1)).isoformat(),
+        "until": (T0 + timedelta(hours=1)).isoformat(),
+    }
+    assert run_query(lake_store.cursor(), "error_rates", window).num_rows == 1
 
 
 def test_a_failed_lock_attempt_does_not_break_later_prunes(
