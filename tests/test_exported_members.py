@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import errscope.collector.catalog
 import errscope.collector.errors
 import errscope.collector.record
@@ -67,3 +69,24 @@ def test_package_entry_points() -> None:
     ]
     assert errscope.collector.instrument is instrument
     assert errscope.collector.ScrubbingSpanExporter is ScrubbingSpanExporter
+
+
+def test_the_import_root_exports_the_python_entry_points() -> None:
+    """`import errscope` offers the in-process exporter and the tool author's kit, and nothing else."""
+    import errscope
+    import errscope.collector.toolkit
+    from errscope import NotFound, PositiveInt, instrument, tool
+    from errscope.collector.export import instrument as exporter_instrument
+
+    assert instrument is exporter_instrument
+    assert (tool, PositiveInt, NotFound) == (
+        errscope.collector.toolkit.tool,
+        errscope.collector.toolkit.PositiveInt,
+        errscope.collector.toolkit.NotFound,
+    )
+    assert sorted(errscope.__all__) == sorted(
+        ["__version__", "ScrubbingSpanExporter", "instrument", *errscope.collector.toolkit.__all__]
+    )
+    assert NotFound.__module__ == "errscope"
+    with pytest.raises(AttributeError):
+        _ = errscope.not_a_name  # type: ignore[attr-defined]
