@@ -332,41 +332,41 @@ RUNTIMES: list[Runtime] = [
     ]),
     Runtime("go", setup_go, ["go", "version"], [
         Case("panic", ["build/panic"],
-             keep=["panic: ", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=[], app_functions=["chargeCard", "loadOrder", "handleRequest"], secrets=["GH_TOKEN"]),
+             keep=["panic", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
+             types=["panic"], app_functions=["chargeCard", "loadOrder", "handleRequest"], secrets=["GH_TOKEN"]),
         Case("nil_pointer", ["build/nilptr"],
              keep=["refund start order=ORD-55102 request_id=req_77b1e0", "invalid memory address or nil pointer dereference"],
-             ids=["ORD-55102", "req_77b1e0"], types=[], app_functions=["applyRefund", "refundOrder"], secrets=[]),
+             ids=["ORD-55102", "req_77b1e0"], types=["panic", "runtime error"], app_functions=["applyRefund", "refundOrder"], secrets=[]),
         Case("goroutine_dump", ["build/goroutines"], env={"GOTRACEBACK": "all"},
-             keep=["panic: ", "invoice 3 sync failed against", "E2203"], ids=["E2203"],
-             types=[], app_functions=["syncInvoice", "startWorkers"], secrets=["DB_DSN"]),
+             keep=["panic", "invoice 3 sync failed against", "E2203"], ids=["E2203"],
+             types=["panic"], app_functions=["syncInvoice", "startWorkers"], secrets=["DB_DSN"]),
         Case("deadlock", ["build/deadlock"],
              keep=["waiting for approval job=job-5521 request_id=req_2b7c44", "fatal error: all goroutines are asleep - deadlock!"],
-             ids=["job-5521", "req_2b7c44"], types=[], app_functions=["awaitApproval"], secrets=[]),
+             ids=["job-5521", "req_2b7c44"], types=["fatal error"], app_functions=["awaitApproval"], secrets=[]),
         Case("dependency", ["build/dependency"],
-             keep=["panic: ", "uuid: Parse(", "invalid UUID length"], ids=[],
-             types=[], app_functions=["sessionFromCookie", "authorize"], secrets=["SLACK_TOKEN"]),
+             keep=["panic", "uuid: Parse(", "invalid UUID length"], ids=[],
+             types=["panic"], app_functions=["sessionFromCookie", "authorize"], secrets=["SLACK_TOKEN"]),
     ]),
     Runtime("rust", setup_rust, ["rustc", "--version"], [
         Case("panic_no_backtrace", ["target/debug/panic"],
-             keep=["panicked", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=[], app_functions=[], secrets=["GH_TOKEN"]),
+             keep=["panic", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
+             types=["panic"], app_functions=[], secrets=["GH_TOKEN"]),
         Case("panic", ["target/debug/panic"], env={"RUST_BACKTRACE": "1"},
-             keep=["panicked", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=[], app_functions=["charge_card", "load_order", "handle_request"], secrets=["GH_TOKEN"]),
+             keep=["panic", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
+             types=["panic"], app_functions=["charge_card", "load_order", "handle_request"], secrets=["GH_TOKEN"]),
         Case("panic_full", ["target/debug/panic"], env={"RUST_BACKTRACE": "full"},
-             keep=["panicked", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=[], app_functions=["charge_card", "load_order", "handle_request"], secrets=["GH_TOKEN"]),
+             keep=["panic", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
+             types=["panic"], app_functions=["charge_card", "load_order", "handle_request"], secrets=["GH_TOKEN"]),
         Case("unwrap_err", ["target/debug/unwrap"], env={"RUST_BACKTRACE": "1"},
              keep=["fetching invoices tenant=acme-corp request_id=req_8f3a2c", "called `Result::unwrap()` on an `Err` value",
                    "DatabaseUnavailable", "E2203"],
-             ids=["req_8f3a2c", "E2203"], types=["DatabaseUnavailable"], app_functions=["fetch_invoices"], secrets=["DB_DSN"]),
+             ids=["req_8f3a2c", "E2203"], types=["panic", "DatabaseUnavailable"], app_functions=["fetch_invoices"], secrets=["DB_DSN"]),
         Case("thread", ["target/debug/thread"], env={"RUST_BACKTRACE": "1"},
-             keep=["thread 'invoice-worker-3'", "panicked", "index out of bounds: the len is 3 but the index is 7"],
-             ids=["invoice-worker-3"], types=[], app_functions=["sync_invoice"], secrets=[]),
+             keep=["thread 'invoice-worker-3'", "panic", "index out of bounds: the len is 3 but the index is 7"],
+             ids=["invoice-worker-3"], types=["panic"], app_functions=["sync_invoice"], secrets=[]),
         Case("dependency", ["target/debug/dependency"], env={"RUST_BACKTRACE": "1"},
-             keep=["panicked", "slack client init failed", "invalid_auth", "req_51c0de"], ids=["req_51c0de"],
-             types=[], app_functions=["notify_oncall"], secrets=["SLACK_TOKEN"]),
+             keep=["panic", "slack client init failed", "invalid_auth", "req_51c0de"], ids=["req_51c0de"],
+             types=["panic"], app_functions=["notify_oncall"], secrets=["SLACK_TOKEN"]),
     ]),
     Runtime("ruby", setup_ruby, ["ruby", "--version"], [
         Case("uncaught", ["ruby", "{app}/billing.rb"],
@@ -596,26 +596,37 @@ def colourise(trace: str, frames: set[str]) -> str:
     return "\n".join(out)
 
 
-def cut_point(trace: str, frame_lines: list[str], secrets: list[str]) -> tuple[int, str]:
-    """Where a length limit cuts the trace: at 4095 characters when the trace is longer, else in
-    the middle of a frame line past the trace's middle (a smaller limit). Never inside a secret."""
-    if len(trace) > ATTRIBUTE_LIMIT:
-        cut, label = ATTRIBUTE_LIMIT, f"cut-{ATTRIBUTE_LIMIT}"
-    else:
-        cut = len(trace) // 2
-        for line in frame_lines:
-            pos = trace.find(line)
-            if pos >= len(trace) // 2 and len(line) > 8:
-                cut = pos + len(line) // 2
-                break
-        label = "cut-mid-frame"
+def cut_point(trace: str, frame_lines: list[str], secrets: list[str]) -> int:
+    """Where in the trace the length limit should fall: in the middle of the first frame line past
+    the trace's middle (or at the middle), never inside a secret."""
+    cut = len(trace) // 2
+    for line in frame_lines:
+        pos = trace.find(line)
+        if pos >= len(trace) // 2 and len(line) > 8:
+            cut = pos + len(line) // 2
+            break
     for secret in secrets:
         start = trace.find(secret)
         while start != -1:
             if start < cut < start + len(secret):
                 cut = start
             start = trace.find(secret, start + 1)
-    return cut, label
+    return cut
+
+
+def filler(length: int, rid: str) -> str:
+    """Log lines of exactly `length` characters that came before the trace in the same value."""
+    lines = []
+    i = 0
+    while length > 0:
+        line = f"{LOG_TS} INFO checkout request_id={rid} step {i:03d} ok\n"
+        if length - len(line) < 60:
+            base = f"{LOG_TS} INFO checkout heartbeat "
+            line = base + "." * (length - len(base) - 1) + "\n"
+        lines.append(line)
+        length -= len(line)
+        i += 1
+    return "".join(lines)
 
 
 def variants(runtime: str, case: str, trace: str, base: dict[str, object], other: tuple[str, str, dict[str, object]]) -> list[dict[str, object]]:
@@ -641,14 +652,18 @@ def variants(runtime: str, case: str, trace: str, base: dict[str, object], other
     add("html", page, trace, ["500 Internal Server Error", f"Request ID: {rid}"])
     add("ansi", colourise(trace, frames), trace)
     add("crlf", trace.replace("\n", "\r\n"), trace)
-    cut, label = cut_point(trace, base["frame_lines"], base["secrets"])  # type: ignore[arg-type]
-    head = trace[:cut]
+    # The value is cut at the attribute limit; log lines before the trace put the limit in the
+    # middle of a frame line (a trace longer than the limit is cut where the limit falls).
+    pos = cut_point(trace, base["frame_lines"], base["secrets"])  # type: ignore[arg-type]
+    lead = filler(ATTRIBUTE_LIMIT - pos, rid) if ATTRIBUTE_LIMIT - pos >= 60 else ""
+    head = (lead + trace)[:ATTRIBUTE_LIMIT]
     cut_truth = truth_for(head, base)
     # The line the limit cut through is still a frame line if it was one (its start is in the value).
     tail_line = head.rsplit("\n", 1)[-1]
     if tail_line and any(ln.startswith(tail_line) and ln != tail_line for ln in base["frame_lines"]):  # type: ignore[attr-defined]
         cut_truth["frame_lines"] = [*cut_truth["frame_lines"], tail_line]  # type: ignore[misc]
-    add(label, head, head, truth=cut_truth)
+    first_log = lead.split("\n", 1)[0]
+    add(f"cut-{ATTRIBUTE_LIMIT}", head, head, [first_log] if first_log else [], truth=cut_truth)
     other_case, other_trace, other_base = other
     sep = f"\n{LOG_TS} ERROR checkout request_id={rid} retry 2 of 3 failed, next: {other_case}\n"
     joined = trace + sep + other_trace
@@ -678,13 +693,14 @@ def prepare(runtime: Runtime) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", help="regenerate only this runtime (repeatable)")
+    ap.add_argument("--only", action="append", help="rerun only this runtime's programs (repeatable)")
+    ap.add_argument("--cases-only", action="store_true", help="rebuild cases.jsonl from the captures without running anything")
     args = ap.parse_args()
 
     versions: dict[str, str] = json.loads(VERSIONS_FILE.read_text()) if VERSIONS_FILE.exists() else {}
     failures: dict[str, str] = {}
     for runtime in RUNTIMES:
-        if args.only and runtime.name not in args.only:
+        if args.cases_only or (args.only and runtime.name not in args.only):
             continue
         try:
             prepare(runtime)
@@ -700,7 +716,8 @@ def main() -> int:
             (out_dir / f"{case.case}.txt").write_text(text)
             print(f"captured {runtime.name}/{case.case}: {len(text)} chars", file=sys.stderr)
     VERSIONS_FILE.parent.mkdir(parents=True, exist_ok=True)
-    VERSIONS_FILE.write_text(json.dumps(versions, indent=2, sort_keys=True) + "\n")
+    if not args.cases_only:
+        VERSIONS_FILE.write_text(json.dumps(versions, indent=2, sort_keys=True) + "\n")
 
     rows: list[dict[str, object]] = []
     for runtime in RUNTIMES:
