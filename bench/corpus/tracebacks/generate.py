@@ -422,6 +422,7 @@ RUNTIMES: list[Runtime] = [
 # Capture and normalise.
 
 ADDRESS = re.compile(r"0x[0-9a-f]{6,16}")
+GO_GOROUTINE = re.compile(r"\bgoroutine (\d+)\b")
 RUST_THREAD_ID = re.compile(r"(thread '[^']*' )\((\d+)\)")
 
 
@@ -441,7 +442,13 @@ def stabilise(text: str) -> str:
     def tid(m: re.Match[str]) -> str:  # Rust prints the OS thread id, a new one each run
         return f"{m.group(1)}({tids.setdefault(m.group(2), str(4242 + len(tids)))})"
 
-    return RUST_THREAD_ID.sub(tid, ADDRESS.sub(repl, text))
+    gids: dict[str, str] = {"1": "1"}
+
+    def gid(m: re.Match[str]) -> str:  # Go numbers goroutines in creation order, which varies
+        return f"goroutine {gids.setdefault(m.group(1), str(17 + len(gids)))}"
+
+    text = GO_GOROUTINE.sub(gid, ADDRESS.sub(repl, text))
+    return RUST_THREAD_ID.sub(tid, text)
 
 
 def capture(runtime: Runtime, case: Case) -> str:
