@@ -87,7 +87,12 @@ def make_secrets(seed: int = 20250314) -> dict[str, str]:
         "GH_TOKEN": "ghp_" + gh_body + _b62(zlib.crc32(gh_body.encode()), 6),
         "AWS_KEY": "AKIA" + pick(upper, 16),
         "OPENAI_KEY": "sk-proj-" + pick(url_safe, 74) + "T3BlbkFJ" + pick(url_safe, 74),
-        "SLACK_TOKEN": "xoxb-" + pick("0123456789", 12) + "-" + pick("0123456789", 13) + "-" + pick(BASE62, 24),
+        "SLACK_TOKEN": "xoxb-"
+        + pick("0123456789", 12)
+        + "-"
+        + pick("0123456789", 13)
+        + "-"
+        + pick(BASE62, 24),
         "DB_PASSWORD": "S3cr3tPass",
     }
 
@@ -96,7 +101,10 @@ SECRETS = make_secrets()
 ENV_SECRETS = {k: v for k, v in SECRETS.items() if k != "DB_PASSWORD"}
 ENV_SECRETS["DB_DSN"] = f"postgres://app:{SECRETS['DB_PASSWORD']}@db/x"
 # Which planted secret string each environment variable carries (the DSN's secret is its password).
-SECRET_OF_ENV = {**{k: v for k, v in ENV_SECRETS.items() if k != "DB_DSN"}, "DB_DSN": SECRETS["DB_PASSWORD"]}
+SECRET_OF_ENV = {
+    **{k: v for k, v in ENV_SECRETS.items() if k != "DB_DSN"},
+    "DB_DSN": SECRETS["DB_PASSWORD"],
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,19 +136,27 @@ class Runtime:
 
 
 def _run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=900)  # noqa: S603
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=900
+    )
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise RuntimeError(
+            f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
     return proc.stdout + proc.stderr
 
 
 def apt_install(packages: list[str]) -> None:
     """Install Debian packages that are not installed yet (idempotent)."""
-    missing = [p for p in packages if subprocess.run(["dpkg", "-s", p], capture_output=True, check=False).returncode != 0]  # noqa: S607
+    missing = [
+        p
+        for p in packages
+        if subprocess.run(["dpkg", "-s", p], capture_output=True, check=False).returncode != 0
+    ]
     if not missing:
         return
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=False, env=env)  # noqa: S607
+    subprocess.run(["apt-get", "update", "-qq"], check=False, env=env)
     _run(["apt-get", "install", "-y", "--no-install-recommends", *missing], env=env)
 
 
@@ -176,13 +192,28 @@ def setup_python(app: Path, env: dict[str, str]) -> None:
     venv = app / ".venv"
     if not (venv / "bin" / "python").exists():
         _run([shutil.which("python3") or "python3", "-m", "venv", str(venv)])
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PY_DEPS], env={**env, "PIP_NO_CACHE_DIR": "1"})
+    _run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            *PY_DEPS,
+        ],
+        env={**env, "PIP_NO_CACHE_DIR": "1"},
+    )
 
 
 def setup_node(app: Path, env: dict[str, str]) -> None:
     ensure_tool("node")
     if not (app / "node_modules" / "semver").exists():
-        _run(["npm", "install", "--no-audit", "--no-fund", "--silent"], cwd=app, env={**env, "npm_config_cache": str(app.parent / ".npm")})
+        _run(
+            ["npm", "install", "--no-audit", "--no-fund", "--silent"],
+            cwd=app,
+            env={**env, "npm_config_cache": str(app.parent / ".npm")},
+        )
 
 
 def setup_java(app: Path, env: dict[str, str]) -> None:
@@ -191,7 +222,18 @@ def setup_java(app: Path, env: dict[str, str]) -> None:
     (app / "lib").mkdir(exist_ok=True)
     shutil.copy("/usr/share/java/gson.jar", app / "lib" / "gson-2.10.jar")
     sources = sorted(str(p) for p in (app / "src").rglob("*.java"))
-    _run(["javac", "-g", "-d", str(app / "build"), "-cp", str(app / "lib" / "gson-2.10.jar"), *sources], env=env)
+    _run(
+        [
+            "javac",
+            "-g",
+            "-d",
+            str(app / "build"),
+            "-cp",
+            str(app / "lib" / "gson-2.10.jar"),
+            *sources,
+        ],
+        env=env,
+    )
 
 
 def setup_kotlin(app: Path, env: dict[str, str]) -> None:
@@ -244,177 +286,567 @@ def setup_csharp(app: Path, env: dict[str, str]) -> None:
     apt_install(APT_PACKAGES["csharp"])
     (app / "build").mkdir(exist_ok=True)
     for src in sorted(app.glob("*.cs")):
-        _run(["mcs", "-debug", "-nologo", f"-out:{app / 'build' / (src.stem + '.exe')}", src.name], cwd=app, env=env)
+        _run(
+            ["mcs", "-debug", "-nologo", f"-out:{app / 'build' / (src.stem + '.exe')}", src.name],
+            cwd=app,
+            env=env,
+        )
 
 
 RB = "PaymentDeclined"
 RUNTIMES: list[Runtime] = [
-    Runtime("python", setup_python, ["python3", "--version"], [
-        Case("uncaught", [".venv/bin/python", "billing.py"],
-             keep=["PaymentDeclined", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=["PaymentDeclined"], app_functions=["charge_card", "load_order", "handle_request"], secrets=["GH_TOKEN"]),
-        Case("chained", [".venv/bin/python", "chained.py"],
-             keep=["DatabaseUnavailable", "for tenant acme-corp", "E2203", "TimeoutError", "connect timed out after 5.0s", "req_8f3a2c"],
-             ids=["E2203", "req_8f3a2c"], types=["DatabaseUnavailable", "TimeoutError"],
-             app_functions=["fetch_invoices", "open_connection"], secrets=["DB_DSN"]),
-        Case("context", [".venv/bin/python", "context.py"],
-             keep=["FileNotFoundError", "No such file or directory", "KeyError", "'model'"], ids=[],
-             types=["FileNotFoundError", "KeyError"], app_functions=["read_settings", "resolve_model"], secrets=[]),
-        Case("exception_group", [".venv/bin/python", "group.py"],
-             keep=["ExceptionGroup", "2 tool calls failed in batch batch-7781", "ValueError", "search tool rejected query",
-                   "TimeoutError", "weather tool timed out for Lyon", "E3107"],
-             ids=["batch-7781", "E3107"], types=["ExceptionGroup", "ValueError", "TimeoutError"],
-             app_functions=["run_tool_batch", "call_search_tool", "call_weather_tool"], secrets=["AWS_KEY"]),
-        Case("asyncio", [".venv/bin/python", "async_task.py"],
-             keep=["UpstreamError", "slack returned 403 invalid_auth", "req_51c0de"], ids=["req_51c0de"],
-             types=["UpstreamError"], app_functions=["post_to_slack", "notify_oncall"], secrets=["SLACK_TOKEN"]),
-        Case("dependency", [".venv/bin/python", "dependency.py"],
-             keep=["ParserError", "Unknown string format", "TCK-88412"], ids=["TCK-88412"],
-             types=["ParserError"], app_functions=["parse_deadline", "schedule_followup"], secrets=["SLACK_TOKEN"]),
-        Case("locals_logged", [".venv/bin/python", "locals_logged.py"],
-             keep=["2025-03-14 09:26:53,589 ERROR [support-agent] request_id=req_9d41b7", "tool call answer_ticket failed code=E1042",
-                   "ConnectionError", "model endpoint unreachable for prompt prm_77a01f"],
-             ids=["req_9d41b7", "E1042", "prm_77a01f"], types=["ConnectionError"],
-             app_functions=["call_model", "answer_ticket"], secrets=["OPENAI_KEY"]),
-    ]),
-    Runtime("node", setup_node, ["node", "--version"], [
-        Case("uncaught", ["node", "billing.js"],
-             keep=["PaymentDeclined", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=["PaymentDeclined"], app_functions=["chargeCard", "loadOrder", "handleRequest"], secrets=["GH_TOKEN"]),
-        Case("cause", ["node", "cause.js"],
-             keep=["Error", "for tenant acme-corp", "E2203", "connect ETIMEDOUT"], ids=["E2203"],
-             types=["Error"], app_functions=["fetchInvoices", "openConnection"], secrets=["DB_DSN"]),
-        Case("async_rejection", ["node", "async_reject.js"],
-             keep=["UpstreamError", "slack returned 403 invalid_auth", "req_51c0de"], ids=["req_51c0de"],
-             types=["UpstreamError"], app_functions=["postToSlack", "notifyOncall"], secrets=["SLACK_TOKEN"]),
-        Case("error_properties", ["node", "props.js"],
-             keep=["Error", "upstream 502 from model gateway for prompt prm_77a01f"], ids=["prm_77a01f"],
-             types=["Error"], app_functions=["callModel", "answerTicket"], secrets=["OPENAI_KEY"]),
-        Case("dependency", ["node", "dependency.js"],
-             keep=["TypeError", "Invalid Version", "dep-3391"], ids=["dep-3391"],
-             types=["TypeError"], app_functions=["parseReleaseTag", "checkDeploy"], secrets=["AWS_KEY"]),
-    ]),
-    Runtime("java", setup_java, ["java", "-version"], [
-        Case("uncaught", ["java", "-cp", "build", "com.acme.billing.Billing"],
-             keep=["PaymentDeclinedException", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=["com.acme.billing.Billing$PaymentDeclinedException"], app_functions=["chargeCard", "loadOrder", "handleRequest"],
-             secrets=["GH_TOKEN"]),
-        Case("caused_by", ["java", "-cp", "build", "com.acme.billing.Chained"],
-             keep=["IllegalStateException", "invoice sync failed for tenant acme-corp", "DatabaseUnavailableException", "E2203",
-                   "SocketTimeoutException", "connect timed out after 5000ms", "req_8f3a2c"],
-             ids=["E2203", "req_8f3a2c"],
-             types=["java.lang.IllegalStateException", "com.acme.billing.Chained$DatabaseUnavailableException", "java.net.SocketTimeoutException"],
-             app_functions=["fetchInvoices", "openConnection", "openSocket"], secrets=["DB_DSN"]),
-        Case("suppressed", ["java", "-cp", "build", "com.acme.billing.Suppressed"],
-             keep=["ArithmeticException", "ledger imbalance of 13 cents in entry LED-00917", "E4410", "IllegalStateException",
-                   "ledger session close failed", "job-5521"],
-             ids=["LED-00917", "E4410", "job-5521"], types=["java.lang.ArithmeticException", "java.lang.IllegalStateException"],
-             app_functions=["postLedgerEntry", "close"], secrets=["AWS_KEY"]),
-        Case("dependency", ["java", "-cp", "build:lib/gson-2.10.jar", "com.acme.billing.Webhook"],
-             keep=["IllegalArgumentException", "bad webhook payload in delivery dlv_3c9e11", "JsonSyntaxException"],
-             ids=["dlv_3c9e11"],
-             types=["java.lang.IllegalArgumentException", "com.google.gson.JsonSyntaxException"],
-             app_functions=["handleWebhook", "parsePayload"], secrets=["SLACK_TOKEN"]),
-        Case("thread", ["java", "-cp", "build", "com.acme.billing.Worker"],
-             keep=['Exception in thread "refund-worker-1"', "NullPointerException", "ledger for ORD-55102 not loaded", "E5001"],
-             ids=["ORD-55102", "E5001"], types=["java.lang.NullPointerException"],
-             app_functions=["refundOrder"], secrets=["OPENAI_KEY"]),
-    ]),
-    Runtime("kotlin", setup_kotlin, ["kotlinc", "-version"], [
-        Case("caused_by", ["kotlin", "-cp", "build", "com.acme.agent.AgentKt"],
-             keep=["ToolFailure", "tool lookup_customer failed for call call_5b2d90", "IllegalStateException",
-                   "customer cus_9f2e71 missing from cache", "E6120"],
-             ids=["call_5b2d90", "cus_9f2e71", "E6120"], types=["com.acme.agent.ToolFailure", "java.lang.IllegalStateException"],
-             app_functions=["runTool", "lookupCustomer"], secrets=["GH_TOKEN"]),
-        Case("stdlib_lambda", ["kotlin", "-cp", "build", "com.acme.agent.ParseKt"],
-             keep=["NumberFormatException", "For input string"], ids=[],
-             types=["java.lang.NumberFormatException"], app_functions=["parseQuantities", "importOrder"], secrets=["AWS_KEY"]),
-    ]),
-    Runtime("go", setup_go, ["go", "version"], [
-        Case("panic", ["build/panic"],
-             keep=["panic", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=["panic"], app_functions=["chargeCard", "loadOrder", "handleRequest"], secrets=["GH_TOKEN"]),
-        Case("nil_pointer", ["build/nilptr"],
-             keep=["refund start order=ORD-55102 request_id=req_77b1e0", "invalid memory address or nil pointer dereference"],
-             ids=["ORD-55102", "req_77b1e0"], types=["panic", "runtime error"], app_functions=["applyRefund", "refundOrder"], secrets=[]),
-        Case("goroutine_dump", ["build/goroutines"], env={"GOTRACEBACK": "all"},
-             keep=["panic", "invoice 3 sync failed against", "E2203"], ids=["E2203"],
-             types=["panic"], app_functions=["syncInvoice", "startWorkers"], secrets=["DB_DSN"]),
-        Case("deadlock", ["build/deadlock"],
-             keep=["waiting for approval job=job-5521 request_id=req_2b7c44", "fatal error: all goroutines are asleep - deadlock!"],
-             ids=["job-5521", "req_2b7c44"], types=["fatal error"], app_functions=["awaitApproval"], secrets=[]),
-        Case("dependency", ["build/dependency"],
-             keep=["panic", "uuid: Parse(", "invalid UUID length"], ids=[],
-             types=["panic"], app_functions=["sessionFromCookie", "authorize"], secrets=["SLACK_TOKEN"]),
-    ]),
-    Runtime("rust", setup_rust, ["rustc", "--version"], [
-        Case("panic_no_backtrace", ["target/debug/panic"],
-             keep=["panic", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=["panic"], app_functions=[], secrets=["GH_TOKEN"]),
-        Case("panic", ["target/debug/panic"], env={"RUST_BACKTRACE": "1"},
-             keep=["panic", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=["panic"], app_functions=["charge_card", "load_order", "handle_request"], secrets=["GH_TOKEN"]),
-        Case("panic_full", ["target/debug/panic"], env={"RUST_BACKTRACE": "full"},
-             keep=["panic", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=["panic"], app_functions=["charge_card", "load_order", "handle_request"], secrets=["GH_TOKEN"]),
-        Case("unwrap_err", ["target/debug/unwrap"], env={"RUST_BACKTRACE": "1"},
-             keep=["fetching invoices tenant=acme-corp request_id=req_8f3a2c", "called `Result::unwrap()` on an `Err` value",
-                   "DatabaseUnavailable", "E2203"],
-             ids=["req_8f3a2c", "E2203"], types=["panic", "DatabaseUnavailable"], app_functions=["fetch_invoices"], secrets=["DB_DSN"]),
-        Case("thread", ["target/debug/thread"], env={"RUST_BACKTRACE": "1"},
-             keep=["thread 'invoice-worker-3'", "panic", "index out of bounds: the len is 3 but the index is 7"],
-             ids=["invoice-worker-3"], types=["panic"], app_functions=["sync_invoice"], secrets=[]),
-        Case("dependency", ["target/debug/dependency"], env={"RUST_BACKTRACE": "1"},
-             keep=["panic", "slack client init failed", "invalid_auth", "req_51c0de"], ids=["req_51c0de"],
-             types=["panic"], app_functions=["notify_oncall"], secrets=["SLACK_TOKEN"]),
-    ]),
-    Runtime("ruby", setup_ruby, ["ruby", "--version"], [
-        Case("uncaught", ["ruby", "{app}/billing.rb"],
-             keep=["PaymentDeclined", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=["PaymentDeclined"], app_functions=["charge_card", "load_order", "handle_request"], secrets=["GH_TOKEN"]),
-        Case("cause", ["ruby", "{app}/cause.rb"],
-             keep=["ConfigError", "no settings for tenant acme-corp", "E2203", "Errno::ENOENT", "No such file or directory"],
-             ids=["E2203"], types=["ConfigError", "Errno::ENOENT"], app_functions=["connect_database", "read_settings"],
-             secrets=["DB_DSN"]),
-        Case("dependency", ["ruby", "{app}/dependency.rb"],
-             keep=["JSON::ParserError", "unexpected token"], ids=[],
-             types=["JSON::ParserError"], app_functions=["parse_webhook", "handle_delivery"], secrets=["SLACK_TOKEN"]),
-        Case("vendored_gem", ["ruby", "{app}/vendored.rb"],
-             keep=["TinyMoney::InvalidAmount", "invalid amount"], ids=[],
-             types=["TinyMoney::InvalidAmount"], app_functions=["price_line_item", "build_invoice"], secrets=["AWS_KEY"]),
-    ]),
-    Runtime("php", setup_php, ["php", "--version"], [
-        Case("uncaught", ["php", "billing.php"],
-             keep=["PaymentDeclinedException", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=["PaymentDeclinedException"], app_functions=["chargeCard", "loadOrder", "handleRequest"], secrets=["GH_TOKEN"]),
-        Case("previous", ["php", "previous.php"],
-             keep=["PDOException", "SQLSTATE[08006]", "req_8f3a2c", "RuntimeException", "for tenant acme-corp", "E2203"],
-             ids=["req_8f3a2c", "E2203"], types=["PDOException", "RuntimeException"],
-             app_functions=["fetchInvoices", "openConnection"], secrets=["DB_DSN"]),
-        Case("call_arguments", ["php", "-d", "zend.exception_ignore_args=0", "-d", "zend.exception_string_param_max_len=100", "args.php"],
-             keep=["UnexpectedValueException", "slack returned 403 invalid_auth for #oncall", "req_51c0de"], ids=["req_51c0de"],
-             types=["UnexpectedValueException"], app_functions=["postToSlack", "notifyOncall"], secrets=["SLACK_TOKEN"]),
-        Case("vendor", ["php", "vendored.php"],
-             keep=["InvalidArgumentException", "invalid amount"], ids=[],
-             types=["InvalidArgumentException"], app_functions=["priceLineItem", "buildInvoice"], secrets=["AWS_KEY"]),
-    ]),
-    Runtime("csharp", setup_csharp, ["mono", "--version"], [
-        Case("uncaught", ["mono", "--debug", "build/Billing.exe"],
-             keep=["PaymentDeclinedException", "card declined for order ORD-40917", "E1042"], ids=["ORD-40917", "E1042"],
-             types=["Acme.Billing.PaymentDeclinedException"], app_functions=["ChargeCard", "LoadOrder", "HandleRequest"],
-             secrets=["GH_TOKEN"]),
-        Case("inner_exception", ["mono", "--debug", "build/Inner.exe"],
-             keep=["InvalidOperationException", "invoice sync failed for tenant acme-corp", "E2203", "KeyNotFoundException"],
-             ids=["E2203"], types=["System.InvalidOperationException", "System.Collections.Generic.KeyNotFoundException"],
-             app_functions=["FetchInvoices", "LookupTenant"], secrets=["DB_DSN"]),
-        Case("aggregate", ["mono", "--debug", "build/Aggregate.exe"],
-             keep=["AggregateException", "ArgumentException", "search tool rejected query 'refund policy'"], ids=[],
-             types=["System.AggregateException", "System.ArgumentException"],
-             app_functions=["RunToolBatch", "CallSearchTool"], secrets=["AWS_KEY"]),
-        Case("framework", ["mono", "--debug", "build/Framework.exe"],
-             keep=["XmlException"], ids=[],
-             types=["System.Xml.XmlException"], app_functions=["ParseInvoiceXml", "ImportInvoice"], secrets=[]),
-    ]),
+    Runtime(
+        "python",
+        setup_python,
+        ["python3", "--version"],
+        [
+            Case(
+                "uncaught",
+                [".venv/bin/python", "billing.py"],
+                keep=["PaymentDeclined", "card declined for order ORD-40917", "E1042"],
+                ids=["ORD-40917", "E1042"],
+                types=["PaymentDeclined"],
+                app_functions=["charge_card", "load_order", "handle_request"],
+                secrets=["GH_TOKEN"],
+            ),
+            Case(
+                "chained",
+                [".venv/bin/python", "chained.py"],
+                keep=[
+                    "DatabaseUnavailable",
+                    "for tenant acme-corp",
+                    "E2203",
+                    "TimeoutError",
+                    "connect timed out after 5.0s",
+                    "req_8f3a2c",
+                ],
+                ids=["E2203", "req_8f3a2c"],
+                types=["DatabaseUnavailable", "TimeoutError"],
+                app_functions=["fetch_invoices", "open_connection"],
+                secrets=["DB_DSN"],
+            ),
+            Case(
+                "context",
+                [".venv/bin/python", "context.py"],
+                keep=["FileNotFoundError", "No such file or directory", "KeyError", "'model'"],
+                ids=[],
+                types=["FileNotFoundError", "KeyError"],
+                app_functions=["read_settings", "resolve_model"],
+                secrets=[],
+            ),
+            Case(
+                "exception_group",
+                [".venv/bin/python", "group.py"],
+                keep=[
+                    "ExceptionGroup",
+                    "2 tool calls failed in batch batch-7781",
+                    "ValueError",
+                    "search tool rejected query",
+                    "TimeoutError",
+                    "weather tool timed out for Lyon",
+                    "E3107",
+                ],
+                ids=["batch-7781", "E3107"],
+                types=["ExceptionGroup", "ValueError", "TimeoutError"],
+                app_functions=["run_tool_batch", "call_search_tool", "call_weather_tool"],
+                secrets=["AWS_KEY"],
+            ),
+            Case(
+                "asyncio",
+                [".venv/bin/python", "async_task.py"],
+                keep=["UpstreamError", "slack returned 403 invalid_auth", "req_51c0de"],
+                ids=["req_51c0de"],
+                types=["UpstreamError"],
+                app_functions=["post_to_slack", "notify_oncall"],
+                secrets=["SLACK_TOKEN"],
+            ),
+            Case(
+                "dependency",
+                [".venv/bin/python", "dependency.py"],
+                keep=["ParserError", "Unknown string format", "TCK-88412"],
+                ids=["TCK-88412"],
+                types=["ParserError"],
+                app_functions=["parse_deadline", "schedule_followup"],
+                secrets=["SLACK_TOKEN"],
+            ),
+            Case(
+                "locals_logged",
+                [".venv/bin/python", "locals_logged.py"],
+                keep=[
+                    "2025-03-14 09:26:53,589 ERROR [support-agent] request_id=req_9d41b7",
+                    "tool call answer_ticket failed code=E1042",
+                    "ConnectionError",
+                    "model endpoint unreachable for prompt prm_77a01f",
+                ],
+                ids=["req_9d41b7", "E1042", "prm_77a01f"],
+                types=["ConnectionError"],
+                app_functions=["call_model", "answer_ticket"],
+                secrets=["OPENAI_KEY"],
+            ),
+        ],
+    ),
+    Runtime(
+        "node",
+        setup_node,
+        ["node", "--version"],
+        [
+            Case(
+                "uncaught",
+                ["node", "billing.js"],
+                keep=["PaymentDeclined", "card declined for order ORD-40917", "E1042"],
+                ids=["ORD-40917", "E1042"],
+                types=["PaymentDeclined"],
+                app_functions=["chargeCard", "loadOrder", "handleRequest"],
+                secrets=["GH_TOKEN"],
+            ),
+            Case(
+                "cause",
+                ["node", "cause.js"],
+                keep=["Error", "for tenant acme-corp", "E2203", "connect ETIMEDOUT"],
+                ids=["E2203"],
+                types=["Error"],
+                app_functions=["fetchInvoices", "openConnection"],
+                secrets=["DB_DSN"],
+            ),
+            Case(
+                "async_rejection",
+                ["node", "async_reject.js"],
+                keep=["UpstreamError", "slack returned 403 invalid_auth", "req_51c0de"],
+                ids=["req_51c0de"],
+                types=["UpstreamError"],
+                app_functions=["postToSlack", "notifyOncall"],
+                secrets=["SLACK_TOKEN"],
+            ),
+            Case(
+                "error_properties",
+                ["node", "props.js"],
+                keep=["Error", "upstream 502 from model gateway for prompt prm_77a01f"],
+                ids=["prm_77a01f"],
+                types=["Error"],
+                app_functions=["callModel", "answerTicket"],
+                secrets=["OPENAI_KEY"],
+            ),
+            Case(
+                "dependency",
+                ["node", "dependency.js"],
+                keep=["TypeError", "Invalid Version", "dep-3391"],
+                ids=["dep-3391"],
+                types=["TypeError"],
+                app_functions=["parseReleaseTag", "checkDeploy"],
+                secrets=["AWS_KEY"],
+            ),
+        ],
+    ),
+    Runtime(
+        "java",
+        setup_java,
+        ["java", "-version"],
+        [
+            Case(
+                "uncaught",
+                ["java", "-cp", "build", "com.acme.billing.Billing"],
+                keep=["PaymentDeclinedException", "card declined for order ORD-40917", "E1042"],
+                ids=["ORD-40917", "E1042"],
+                types=["com.acme.billing.Billing$PaymentDeclinedException"],
+                app_functions=["chargeCard", "loadOrder", "handleRequest"],
+                secrets=["GH_TOKEN"],
+            ),
+            Case(
+                "caused_by",
+                ["java", "-cp", "build", "com.acme.billing.Chained"],
+                keep=[
+                    "IllegalStateException",
+                    "invoice sync failed for tenant acme-corp",
+                    "DatabaseUnavailableException",
+                    "E2203",
+                    "SocketTimeoutException",
+                    "connect timed out after 5000ms",
+                    "req_8f3a2c",
+                ],
+                ids=["E2203", "req_8f3a2c"],
+                types=[
+                    "java.lang.IllegalStateException",
+                    "com.acme.billing.Chained$DatabaseUnavailableException",
+                    "java.net.SocketTimeoutException",
+                ],
+                app_functions=["fetchInvoices", "openConnection", "openSocket"],
+                secrets=["DB_DSN"],
+            ),
+            Case(
+                "suppressed",
+                ["java", "-cp", "build", "com.acme.billing.Suppressed"],
+                keep=[
+                    "ArithmeticException",
+                    "ledger imbalance of 13 cents in entry LED-00917",
+                    "E4410",
+                    "IllegalStateException",
+                    "ledger session close failed",
+                    "job-5521",
+                ],
+                ids=["LED-00917", "E4410", "job-5521"],
+                types=["java.lang.ArithmeticException", "java.lang.IllegalStateException"],
+                app_functions=["postLedgerEntry", "close"],
+                secrets=["AWS_KEY"],
+            ),
+            Case(
+                "dependency",
+                ["java", "-cp", "build:lib/gson-2.10.jar", "com.acme.billing.Webhook"],
+                keep=[
+                    "IllegalArgumentException",
+                    "bad webhook payload in delivery dlv_3c9e11",
+                    "JsonSyntaxException",
+                ],
+                ids=["dlv_3c9e11"],
+                types=["java.lang.IllegalArgumentException", "com.google.gson.JsonSyntaxException"],
+                app_functions=["handleWebhook", "parsePayload"],
+                secrets=["SLACK_TOKEN"],
+            ),
+            Case(
+                "thread",
+                ["java", "-cp", "build", "com.acme.billing.Worker"],
+                keep=[
+                    'Exception in thread "refund-worker-1"',
+                    "NullPointerException",
+                    "ledger for ORD-55102 not loaded",
+                    "E5001",
+                ],
+                ids=["ORD-55102", "E5001"],
+                types=["java.lang.NullPointerException"],
+                app_functions=["refundOrder"],
+                secrets=["OPENAI_KEY"],
+            ),
+        ],
+    ),
+    Runtime(
+        "kotlin",
+        setup_kotlin,
+        ["kotlinc", "-version"],
+        [
+            Case(
+                "caused_by",
+                ["kotlin", "-cp", "build", "com.acme.agent.AgentKt"],
+                keep=[
+                    "ToolFailure",
+                    "tool lookup_customer failed for call call_5b2d90",
+                    "IllegalStateException",
+                    "customer cus_9f2e71 missing from cache",
+                    "E6120",
+                ],
+                ids=["call_5b2d90", "cus_9f2e71", "E6120"],
+                types=["com.acme.agent.ToolFailure", "java.lang.IllegalStateException"],
+                app_functions=["runTool", "lookupCustomer"],
+                secrets=["GH_TOKEN"],
+            ),
+            Case(
+                "stdlib_lambda",
+                ["kotlin", "-cp", "build", "com.acme.agent.ParseKt"],
+                keep=["NumberFormatException", "For input string"],
+                ids=[],
+                types=["java.lang.NumberFormatException"],
+                app_functions=["parseQuantities", "importOrder"],
+                secrets=["AWS_KEY"],
+            ),
+        ],
+    ),
+    Runtime(
+        "go",
+        setup_go,
+        ["go", "version"],
+        [
+            Case(
+                "panic",
+                ["build/panic"],
+                keep=["panic", "card declined for order ORD-40917", "E1042"],
+                ids=["ORD-40917", "E1042"],
+                types=["panic"],
+                app_functions=["chargeCard", "loadOrder", "handleRequest"],
+                secrets=["GH_TOKEN"],
+            ),
+            Case(
+                "nil_pointer",
+                ["build/nilptr"],
+                keep=[
+                    "refund start order=ORD-55102 request_id=req_77b1e0",
+                    "invalid memory address or nil pointer dereference",
+                ],
+                ids=["ORD-55102", "req_77b1e0"],
+                types=["panic", "runtime error"],
+                app_functions=["applyRefund", "refundOrder"],
+                secrets=[],
+            ),
+            Case(
+                "goroutine_dump",
+                ["build/goroutines"],
+                env={"GOTRACEBACK": "all"},
+                keep=["panic", "invoice 3 sync failed against", "E2203"],
+                ids=["E2203"],
+                types=["panic"],
+                app_functions=["syncInvoice", "startWorkers"],
+                secrets=["DB_DSN"],
+            ),
+            Case(
+                "deadlock",
+                ["build/deadlock"],
+                keep=[
+                    "waiting for approval job=job-5521 request_id=req_2b7c44",
+                    "fatal error: all goroutines are asleep - deadlock!",
+                ],
+                ids=["job-5521", "req_2b7c44"],
+                types=["fatal error"],
+                app_functions=["awaitApproval"],
+                secrets=[],
+            ),
+            Case(
+                "dependency",
+                ["build/dependency"],
+                keep=["panic", "uuid: Parse(", "invalid UUID length"],
+                ids=[],
+                types=["panic"],
+                app_functions=["sessionFromCookie", "authorize"],
+                secrets=["SLACK_TOKEN"],
+            ),
+        ],
+    ),
+    Runtime(
+        "rust",
+        setup_rust,
+        ["rustc", "--version"],
+        [
+            Case(
+                "panic_no_backtrace",
+                ["target/debug/panic"],
+                keep=["panic", "card declined for order ORD-40917", "E1042"],
+                ids=["ORD-40917", "E1042"],
+                types=["panic"],
+                app_functions=[],
+                secrets=["GH_TOKEN"],
+            ),
+            Case(
+                "panic",
+                ["target/debug/panic"],
+                env={"RUST_BACKTRACE": "1"},
+                keep=["panic", "card declined for order ORD-40917", "E1042"],
+                ids=["ORD-40917", "E1042"],
+                types=["panic"],
+                app_functions=["charge_card", "load_order", "handle_request"],
+                secrets=["GH_TOKEN"],
+            ),
+            Case(
+                "panic_full",
+                ["target/debug/panic"],
+                env={"RUST_BACKTRACE": "full"},
+                keep=["panic", "card declined for order ORD-40917", "E1042"],
+                ids=["ORD-40917", "E1042"],
+                types=["panic"],
+                app_functions=["charge_card", "load_order", "handle_request"],
+                secrets=["GH_TOKEN"],
+            ),
+            Case(
+                "unwrap_err",
+                ["target/debug/unwrap"],
+                env={"RUST_BACKTRACE": "1"},
+                keep=[
+                    "fetching invoices tenant=acme-corp request_id=req_8f3a2c",
+                    "called `Result::unwrap()` on an `Err` value",
+                    "DatabaseUnavailable",
+                    "E2203",
+                ],
+                ids=["req_8f3a2c", "E2203"],
+                types=["panic", "DatabaseUnavailable"],
+                app_functions=["fetch_invoices"],
+                secrets=["DB_DSN"],
+            ),
+            Case(
+                "thread",
+                ["target/debug/thread"],
+                env={"RUST_BACKTRACE": "1"},
+                keep=[
+                    "thread 'invoice-worker-3'",
+                    "panic",
+                    "index out of bounds: the len is 3 but the index is 7",
+                ],
+                ids=["invoice-worker-3"],
+                types=["panic"],
+                app_functions=["sync_invoice"],
+                secrets=[],
+            ),
+            Case(
+                "dependency",
+                ["target/debug/dependency"],
+                env={"RUST_BACKTRACE": "1"},
+                keep=["panic", "slack client init failed", "invalid_auth", "req_51c0de"],
+                ids=["req_51c0de"],
+                types=["panic"],
+                app_functions=["notify_oncall"],
+                secrets=["SLACK_TOKEN"],
+            ),
+        ],
+    ),
+    Runtime(
+        "ruby",
+        setup_ruby,
+        ["ruby", "--version"],
+        [
+            Case(
+                "uncaught",
+                ["ruby", "{app}/billing.rb"],
+                keep=["PaymentDeclined", "card declined for order ORD-40917", "E1042"],
+                ids=["ORD-40917", "E1042"],
+                types=["PaymentDeclined"],
+                app_functions=["charge_card", "load_order", "handle_request"],
+                secrets=["GH_TOKEN"],
+            ),
+            Case(
+                "cause",
+                ["ruby", "{app}/cause.rb"],
+                keep=[
+                    "ConfigError",
+                    "no settings for tenant acme-corp",
+                    "E2203",
+                    "Errno::ENOENT",
+                    "No such file or directory",
+                ],
+                ids=["E2203"],
+                types=["ConfigError", "Errno::ENOENT"],
+                app_functions=["connect_database", "read_settings"],
+                secrets=["DB_DSN"],
+            ),
+            Case(
+                "dependency",
+                ["ruby", "{app}/dependency.rb"],
+                keep=["JSON::ParserError", "unexpected token"],
+                ids=[],
+                types=["JSON::ParserError"],
+                app_functions=["parse_webhook", "handle_delivery"],
+                secrets=["SLACK_TOKEN"],
+            ),
+            Case(
+                "vendored_gem",
+                ["ruby", "{app}/vendored.rb"],
+                keep=["TinyMoney::InvalidAmount", "invalid amount"],
+                ids=[],
+                types=["TinyMoney::InvalidAmount"],
+                app_functions=["price_line_item", "build_invoice"],
+                secrets=["AWS_KEY"],
+            ),
+        ],
+    ),
+    Runtime(
+        "php",
+        setup_php,
+        ["php", "--version"],
+        [
+            Case(
+                "uncaught",
+                ["php", "billing.php"],
+                keep=["PaymentDeclinedException", "card declined for order ORD-40917", "E1042"],
+                ids=["ORD-40917", "E1042"],
+                types=["PaymentDeclinedException"],
+                app_functions=["chargeCard", "loadOrder", "handleRequest"],
+                secrets=["GH_TOKEN"],
+            ),
+            Case(
+                "previous",
+                ["php", "previous.php"],
+                keep=[
+                    "PDOException",
+                    "SQLSTATE[08006]",
+                    "req_8f3a2c",
+                    "RuntimeException",
+                    "for tenant acme-corp",
+                    "E2203",
+                ],
+                ids=["req_8f3a2c", "E2203"],
+                types=["PDOException", "RuntimeException"],
+                app_functions=["fetchInvoices", "openConnection"],
+                secrets=["DB_DSN"],
+            ),
+            Case(
+                "call_arguments",
+                [
+                    "php",
+                    "-d",
+                    "zend.exception_ignore_args=0",
+                    "-d",
+                    "zend.exception_string_param_max_len=100",
+                    "args.php",
+                ],
+                keep=[
+                    "UnexpectedValueException",
+                    "slack returned 403 invalid_auth for #oncall",
+                    "req_51c0de",
+                ],
+                ids=["req_51c0de"],
+                types=["UnexpectedValueException"],
+                app_functions=["postToSlack", "notifyOncall"],
+                secrets=["SLACK_TOKEN"],
+            ),
+            Case(
+                "vendor",
+                ["php", "vendored.php"],
+                keep=["InvalidArgumentException", "invalid amount"],
+                ids=[],
+                types=["InvalidArgumentException"],
+                app_functions=["priceLineItem", "buildInvoice"],
+                secrets=["AWS_KEY"],
+            ),
+        ],
+    ),
+    Runtime(
+        "csharp",
+        setup_csharp,
+        ["mono", "--version"],
+        [
+            Case(
+                "uncaught",
+                ["mono", "--debug", "build/Billing.exe"],
+                keep=["PaymentDeclinedException", "card declined for order ORD-40917", "E1042"],
+                ids=["ORD-40917", "E1042"],
+                types=["Acme.Billing.PaymentDeclinedException"],
+                app_functions=["ChargeCard", "LoadOrder", "HandleRequest"],
+                secrets=["GH_TOKEN"],
+            ),
+            Case(
+                "inner_exception",
+                ["mono", "--debug", "build/Inner.exe"],
+                keep=[
+                    "InvalidOperationException",
+                    "invoice sync failed for tenant acme-corp",
+                    "E2203",
+                    "KeyNotFoundException",
+                ],
+                ids=["E2203"],
+                types=[
+                    "System.InvalidOperationException",
+                    "System.Collections.Generic.KeyNotFoundException",
+                ],
+                app_functions=["FetchInvoices", "LookupTenant"],
+                secrets=["DB_DSN"],
+            ),
+            Case(
+                "aggregate",
+                ["mono", "--debug", "build/Aggregate.exe"],
+                keep=[
+                    "AggregateException",
+                    "ArgumentException",
+                    "search tool rejected query 'refund policy'",
+                ],
+                ids=[],
+                types=["System.AggregateException", "System.ArgumentException"],
+                app_functions=["RunToolBatch", "CallSearchTool"],
+                secrets=["AWS_KEY"],
+            ),
+            Case(
+                "framework",
+                ["mono", "--debug", "build/Framework.exe"],
+                keep=["XmlException"],
+                ids=[],
+                types=["System.Xml.XmlException"],
+                app_functions=["ParseInvoiceXml", "ImportInvoice"],
+                secrets=[],
+            ),
+        ],
+    ),
 ]
 
 
@@ -434,7 +866,9 @@ def stabilise(text: str) -> str:
         addr = m.group(0)
         if addr not in mapping:
             n = len(mapping) + 1
-            mapping[addr] = "0x" + f"{0xA0000 + n * 16:x}".rjust(len(addr) - 2, "0")[-(len(addr) - 2):]
+            mapping[addr] = (
+                "0x" + f"{0xA0000 + n * 16:x}".rjust(len(addr) - 2, "0")[-(len(addr) - 2) :]
+            )
         return mapping[addr]
 
     tids: dict[str, str] = {}
@@ -460,12 +894,24 @@ def capture(runtime: Runtime, case: Case) -> str:
         env = rust_env(env)
     env.update(case.env)
     cmd = [arg.replace("{app}", str(app)) for arg in case.cmd]
-    proc = subprocess.run(cmd, cwd=app, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,  # noqa: S603
-                          text=True, check=False, timeout=300)
+    proc = subprocess.run(
+        cmd,
+        cwd=app,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     if proc.returncode == 0:
         raise RuntimeError(f"{runtime.name}/{case.case} did not crash:\n{proc.stdout}")
     # The JVM's own warnings (kotlin's launcher on a newer JDK) are not part of the trace.
-    lines = [ln for ln in proc.stdout.splitlines() if not ln.startswith("OpenJDK 64-Bit Server VM warning")]
+    lines = [
+        ln
+        for ln in proc.stdout.splitlines()
+        if not ln.startswith("OpenJDK 64-Bit Server VM warning")
+    ]
     return stabilise("\n".join(lines).rstrip("\n") + "\n")
 
 
@@ -498,11 +944,16 @@ def frames_node(lines: list[str]) -> list[str]:
                 break
             out.append(line)
     depth = 0
-    for line in lines[len(out):]:
+    for line in lines[len(out) :]:
         stripped = line.strip()
         if re.match(r"^\s+(at |\.\.\. \d+ lines matching cause stack trace)", line):
             out.append(line)
-        elif depth > 0 and stripped and not re.match(r"^\[cause\]:", stripped) and stripped not in ("}", "},", "]"):
+        elif (
+            depth > 0
+            and stripped
+            and not re.match(r"^\[cause\]:", stripped)
+            and stripped not in ("}", "},", "]")
+        ):
             out.append(line)  # an error object's own properties, printed like locals
         depth += line.count("{") - line.count("}")
         depth = max(depth, 0)
@@ -540,11 +991,19 @@ def frames_rust(lines: list[str]) -> list[str]:
 
 
 def frames_ruby(lines: list[str]) -> list[str]:
-    return [ln for ln in lines if re.match(r"^\s+from \S+:\d+:in ", ln) or re.match(r"^\s+\.\.\. \d+ levels\.\.\.", ln)]
+    return [
+        ln
+        for ln in lines
+        if re.match(r"^\s+from \S+:\d+:in ", ln) or re.match(r"^\s+\.\.\. \d+ levels\.\.\.", ln)
+    ]
 
 
 def frames_php(lines: list[str]) -> list[str]:
-    return [ln for ln in lines if re.match(r"^(PHP )?#\d+ ", ln) or re.match(r"^(PHP )?\s+thrown in ", ln)]
+    return [
+        ln
+        for ln in lines
+        if re.match(r"^(PHP )?#\d+ ", ln) or re.match(r"^(PHP )?\s+thrown in ", ln)
+    ]
 
 
 def frames_dotnet(lines: list[str]) -> list[str]:
@@ -552,8 +1011,15 @@ def frames_dotnet(lines: list[str]) -> list[str]:
 
 
 FRAMES = {
-    "python": frames_python, "node": frames_node, "java": frames_jvm, "kotlin": frames_jvm, "go": frames_go,
-    "rust": frames_rust, "ruby": frames_ruby, "php": frames_php, "csharp": frames_dotnet,
+    "python": frames_python,
+    "node": frames_node,
+    "java": frames_jvm,
+    "kotlin": frames_jvm,
+    "go": frames_go,
+    "rust": frames_rust,
+    "ruby": frames_ruby,
+    "php": frames_php,
+    "csharp": frames_dotnet,
 }
 
 
@@ -567,6 +1033,7 @@ def _rid(seed: str) -> str:
 
 def truth_for(text: str, base: dict[str, object]) -> dict[str, object]:
     """Restrict a trace's truth to what `text` (a variant's value, decoded) still contains."""
+
     def present(items: object) -> list[str]:
         return [s for s in items if s in text]  # type: ignore[attr-defined]
 
@@ -583,8 +1050,8 @@ def truth_for(text: str, base: dict[str, object]) -> dict[str, object]:
 
 def merge(a: dict[str, object], b: dict[str, object]) -> dict[str, object]:
     out: dict[str, object] = {}
-    for key in a:
-        out[key] = list(dict.fromkeys([*a[key], *b[key]]))  # type: ignore[misc]
+    for key, items in a.items():
+        out[key] = list(dict.fromkeys([*items, *b[key]]))  # type: ignore[misc]
     return out
 
 
@@ -636,26 +1103,58 @@ def filler(length: int, rid: str) -> str:
     return "".join(lines)
 
 
-def variants(runtime: str, case: str, trace: str, base: dict[str, object], other: tuple[str, str, dict[str, object]]) -> list[dict[str, object]]:
+def variants(
+    runtime: str,
+    case: str,
+    trace: str,
+    base: dict[str, object],
+    other: tuple[str, str, dict[str, object]],
+) -> list[dict[str, object]]:
     rid = _rid(f"{runtime}/{case}")
     code = "E" + str(1000 + zlib.crc32(case.encode()) % 9000)
     frames = set(base["frame_lines"])  # type: ignore[arg-type]
     out: list[dict[str, object]] = []
 
-    def add(variant: str, value: str, decoded: str, extra_keep: list[str] = [], truth: dict[str, object] | None = None) -> None:  # noqa: B006
+    def add(
+        variant: str,
+        value: str,
+        decoded: str,
+        extra_keep: tuple[str, ...] | list[str] = (),
+        truth: dict[str, object] | None = None,
+    ) -> None:
         t = dict(truth if truth is not None else truth_for(decoded, base))
         t["keep"] = [*t["keep"], *extra_keep]  # type: ignore[misc]
         t["ids"] = [*t["ids"], *[k for k in extra_keep if re.match(r"^(req_|E\d|ORD-|job-)", k)]]  # type: ignore[misc]
-        out.append({"id": f"{runtime}/{case}/{variant}", "runtime": runtime, "case": case, "variant": variant, "value": value, **t})
+        out.append(
+            {
+                "id": f"{runtime}/{case}/{variant}",
+                "runtime": runtime,
+                "case": case,
+                "variant": variant,
+                "value": value,
+                **t,
+            }
+        )
 
     add("raw", trace, trace)
     envelope = {"level": "error", "service": "checkout", "request_id": rid, "error": trace}
     add("json", json.dumps(envelope), trace, [f'"request_id": "{rid}"'])
-    add("json-double", json.dumps({"event": "tool_error", "payload": json.dumps(envelope)}), trace, ["tool_error", rid])
-    prefix = f"{LOG_TS} ERROR checkout request_id={rid} order_id=ORD-{zlib.crc32(case.encode()) % 90000 + 10000} code={code} tool call failed\n"
+    add(
+        "json-double",
+        json.dumps({"event": "tool_error", "payload": json.dumps(envelope)}),
+        trace,
+        ["tool_error", rid],
+    )
+    order = f"ORD-{zlib.crc32(case.encode()) % 90000 + 10000}"
+    prefix = (
+        f"{LOG_TS} ERROR checkout request_id={rid} order_id={order} code={code} tool call failed\n"
+    )
     add("log-line", prefix + trace, prefix + trace, [prefix.strip()])
-    page = ("<!DOCTYPE html>\n<html><head><title>500 Internal Server Error</title></head>\n<body><h1>Internal Server Error</h1>\n"
-            f"<p>Request ID: {rid}</p>\n<pre>{html.escape(trace)}</pre>\n</body></html>\n")
+    page = (
+        "<!DOCTYPE html>\n<html><head><title>500 Internal Server Error</title></head>\n"
+        "<body><h1>Internal Server Error</h1>\n"
+        f"<p>Request ID: {rid}</p>\n<pre>{html.escape(trace)}</pre>\n</body></html>\n"
+    )
     add("html", page, trace, ["500 Internal Server Error", f"Request ID: {rid}"])
     add("ansi", colourise(trace, frames), trace)
     add("crlf", trace.replace("\n", "\r\n"), trace)
@@ -665,9 +1164,11 @@ def variants(runtime: str, case: str, trace: str, base: dict[str, object], other
     lead = filler(ATTRIBUTE_LIMIT - pos, rid) if ATTRIBUTE_LIMIT - pos >= 60 else ""
     head = (lead + trace)[:ATTRIBUTE_LIMIT]
     cut_truth = truth_for(head, base)
-    # The line the limit cut through is still a frame line if it was one (its start is in the value).
+    # The line the limit cut through is still a frame line if it was one (its start is kept).
     tail_line = head.rsplit("\n", 1)[-1]
-    if tail_line and any(ln.startswith(tail_line) and ln != tail_line for ln in base["frame_lines"]):  # type: ignore[attr-defined]
+    if tail_line and any(
+        ln.startswith(tail_line) and ln != tail_line for ln in base["frame_lines"]
+    ):  # type: ignore[attr-defined]
         cut_truth["frame_lines"] = [*cut_truth["frame_lines"], tail_line]  # type: ignore[misc]
     first_log = lead.split("\n", 1)[0]
     add(f"cut-{ATTRIBUTE_LIMIT}", head, head, [first_log] if first_log else [], truth=cut_truth)
@@ -683,7 +1184,7 @@ def variants(runtime: str, case: str, trace: str, base: dict[str, object], other
 
 
 def version_of(runtime: Runtime) -> str:
-    proc = subprocess.run(runtime.version_cmd, capture_output=True, text=True, check=False)  # noqa: S603
+    proc = subprocess.run(runtime.version_cmd, capture_output=True, text=True, check=False)
     text = (proc.stdout + proc.stderr).strip().splitlines()
     lines = [ln for ln in text if "warning" not in ln.lower()]
     return lines[0] if lines else "unknown"
@@ -700,11 +1201,19 @@ def prepare(runtime: Runtime) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", help="rerun only this runtime's programs (repeatable)")
-    ap.add_argument("--cases-only", action="store_true", help="rebuild cases.jsonl from the captures without running anything")
+    ap.add_argument(
+        "--only", action="append", help="rerun only this runtime's programs (repeatable)"
+    )
+    ap.add_argument(
+        "--cases-only",
+        action="store_true",
+        help="rebuild cases.jsonl from the captures without running anything",
+    )
     args = ap.parse_args()
 
-    versions: dict[str, str] = json.loads(VERSIONS_FILE.read_text()) if VERSIONS_FILE.exists() else {}
+    versions: dict[str, str] = (
+        json.loads(VERSIONS_FILE.read_text()) if VERSIONS_FILE.exists() else {}
+    )
     failures: dict[str, str] = {}
     for runtime in RUNTIMES:
         if args.cases_only or (args.only and runtime.name not in args.only):

@@ -11,7 +11,7 @@ Per runtime (definitions in README.md):
   frames kept    share of cases whose kept value still has a frame line (its distinctive content)
   secrets shown  share of cases (with a planted secret) where a secret survives in either output
   ids lost       share of cases (with ids) where the kept value lost an id/code outside the frames
-  text lost      share of cases where the kept value lost any 'keep' substring (type, message, prefix)
+  text lost      share of cases where the kept value lost a 'keep' substring (type, message...)
   types kept     share of exception type names the redacted copy keeps
   app fns kept   share of the app's own function names the redacted copy keeps
   home shown     share of cases where a home path or the user name shows in either output
@@ -59,9 +59,15 @@ def readable(text: str) -> str:
 
 # --- what makes a frame line recognisable -----------------------------------------------------
 
-FILE_LINE = re.compile(r'([\w.\-]+\.(?:py|js|mjs|cjs|ts|java|kt|go|rs|rb|php|cs))(?:"?, line |:|\(| on line )(\d+)')
-QUALIFIED_CALL = re.compile(r"\bat\s+(?:async\s+|new\s+)?([\w$<>`\[\],]+(?:\.[\w$<>`\[\],]+){2,})\s?\(")
-GO_FUNC = re.compile(r"^\s*(?:created by )?([\w./\-]+\.[\w.*()\[\]]+?)\((?:.*)\)$|^created by (\S+)")
+FILE_LINE = re.compile(
+    r'([\w.\-]+\.(?:py|js|mjs|cjs|ts|java|kt|go|rs|rb|php|cs))(?:"?, line |:|\(| on line )(\d+)'
+)
+QUALIFIED_CALL = re.compile(
+    r"\bat\s+(?:async\s+|new\s+)?([\w$<>`\[\],]+(?:\.[\w$<>`\[\],]+){2,})\s?\("
+)
+GO_FUNC = re.compile(
+    r"^\s*(?:created by )?([\w./\-]+\.[\w.*()\[\]]+?)\((?:.*)\)$|^created by (\S+)"
+)
 RUST_SYMBOL = re.compile(r"^\s*\d+:\s+(?:0x[0-9a-f]+ - )?(\S*::\S+)")
 
 
@@ -69,13 +75,16 @@ def frame_keys(line: str) -> list[re.Pattern[str]]:
     """Patterns whose presence in an output means this frame line survived: the file name with
     its line number, a qualified `at pkg.Class.method(`, a Go or Rust function path, or for source,
     locals and property lines the line's own text."""
-    keys: list[re.Pattern[str]] = []
-    for base, num in FILE_LINE.findall(line):
-        keys.append(re.compile(re.escape(base) + r"[^\n\d]{0,12}" + num + r"\b"))
-    for name in QUALIFIED_CALL.findall(line):
-        keys.append(re.compile(r"\b" + re.escape(name) + r"\s?\("))
+    keys = [
+        re.compile(re.escape(b) + r"[^\n\d]{0,12}" + n + r"\b") for b, n in FILE_LINE.findall(line)
+    ]
+    keys += [re.compile(r"\b" + re.escape(n) + r"\s?\(") for n in QUALIFIED_CALL.findall(line)]
     m = GO_FUNC.match(line)
-    if m and "." in (m.group(1) or m.group(2) or "") and not line.lstrip().startswith(("at ", "File ")):
+    if (
+        m
+        and "." in (m.group(1) or m.group(2) or "")
+        and not line.lstrip().startswith(("at ", "File "))
+    ):
         name = m.group(1) or m.group(2)
         keys.append(re.compile(re.escape(name) + r"\("))
     m = RUST_SYMBOL.match(line)
@@ -108,7 +117,9 @@ def secret_shown(secrets: list[str], outputs: list[str]) -> bool:
 def run_cli(cli: str, rows: list[dict[str, Any]], traceback: bool) -> dict[str, dict[str, Any]]:
     payload = "".join(json.dumps({"id": r["id"], "text": r["value"]}) + "\n" for r in rows)
     cmd = [cli, "scrub", "--jsonl", *(["--traceback"] if traceback else [])]
-    proc = subprocess.run(cmd, input=payload, capture_output=True, text=True, check=False, timeout=1800)  # noqa: S603
+    proc = subprocess.run(
+        cmd, input=payload, capture_output=True, text=True, check=False, timeout=1800
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-2000:]}")
     out: dict[str, dict[str, Any]] = {}
@@ -119,7 +130,9 @@ def run_cli(cli: str, rows: list[dict[str, Any]], traceback: bool) -> dict[str, 
     return out
 
 
-def score(rows: list[dict[str, Any]], kept: dict[str, dict[str, Any]], human: dict[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def score(
+    rows: list[dict[str, Any]], kept: dict[str, dict[str, Any]], human: dict[str, dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     per_case: list[dict[str, Any]] = []
     for r in rows:
         k = kept.get(r["id"], {})
@@ -129,21 +142,32 @@ def score(rows: list[dict[str, Any]], kept: dict[str, dict[str, Any]], human: di
         k_txt, h_txt = readable(k_raw), readable(str(h.get("text", "")))
         h_all = readable(h_raw)
         lost_keep = [s for s in r["keep"] if s not in k_txt]
-        per_case.append({
-            "id": r["id"], "runtime": r["runtime"], "variant": r["variant"],
-            "frames_kept": frame_survives(r["frame_lines"], k_txt),
-            "has_frames": any(frame_keys(ln) for ln in r["frame_lines"]),
-            "secret_shown": secret_shown(r["secrets"], [k_raw, k_txt, h_raw, h_all]),
-            "has_secret": bool(r["secrets"]),
-            "ids_lost": [i for i in r["ids"] if i not in k_txt],
-            "has_ids": bool(r["ids"]),
-            "keep_lost": lost_keep,
-            "types_kept": [t for t in r["types"] if _simple_type(t) in h_txt or _simple_type(t) in str(h.get("exception_type", ""))],
-            "types": r["types"],
-            "app_kept": [f for f in r["app_functions"] if f in h_txt],
-            "app_functions": r["app_functions"],
-            "home_shown": any(x in out for x in r["home"] for out in [k_raw, k_txt, h_raw, h_all]),
-        })
+        per_case.append(
+            {
+                "id": r["id"],
+                "runtime": r["runtime"],
+                "variant": r["variant"],
+                "frames_kept": frame_survives(r["frame_lines"], k_txt),
+                "has_frames": any(frame_keys(ln) for ln in r["frame_lines"]),
+                "secret_shown": secret_shown(r["secrets"], [k_raw, k_txt, h_raw, h_all]),
+                "has_secret": bool(r["secrets"]),
+                "ids_lost": [i for i in r["ids"] if i not in k_txt],
+                "has_ids": bool(r["ids"]),
+                "keep_lost": lost_keep,
+                "types_kept": [
+                    t
+                    for t in r["types"]
+                    if _simple_type(t) in h_txt
+                    or _simple_type(t) in str(h.get("exception_type", ""))
+                ],
+                "types": r["types"],
+                "app_kept": [f for f in r["app_functions"] if f in h_txt],
+                "app_functions": r["app_functions"],
+                "home_shown": any(
+                    x in out for x in r["home"] for out in [k_raw, k_txt, h_raw, h_all]
+                ),
+            }
+        )
     return per_case, summarise(per_case)
 
 
@@ -167,8 +191,12 @@ def summarise(per_case: list[dict[str, Any]]) -> dict[str, Any]:
             "secrets_shown": _share(sum(c["secret_shown"] for c in with_secret), len(with_secret)),
             "ids_lost": _share(sum(bool(c["ids_lost"]) for c in with_ids), len(with_ids)),
             "text_lost": _share(sum(bool(c["keep_lost"]) for c in cs), len(cs)),
-            "types_kept": _share(sum(len(c["types_kept"]) for c in cs), sum(len(c["types"]) for c in cs)),
-            "app_functions_kept": _share(sum(len(c["app_kept"]) for c in cs), sum(len(c["app_functions"]) for c in cs)),
+            "types_kept": _share(
+                sum(len(c["types_kept"]) for c in cs), sum(len(c["types"]) for c in cs)
+            ),
+            "app_functions_kept": _share(
+                sum(len(c["app_kept"]) for c in cs), sum(len(c["app_functions"]) for c in cs)
+            ),
             "home_shown": _share(sum(c["home_shown"] for c in cs), len(cs)),
         }
     return out
@@ -201,7 +229,7 @@ def time_cli(cli: str, text: str, traceback: bool) -> float:
     payload = json.dumps({"id": "x", "text": text}) + "\n"
     cmd = [cli, "scrub", "--jsonl", *(["--traceback"] if traceback else [])]
     start = time.perf_counter()
-    subprocess.run(cmd, input=payload, capture_output=True, text=True, check=True, timeout=900)  # noqa: S603
+    subprocess.run(cmd, input=payload, capture_output=True, text=True, check=True, timeout=900)
     return time.perf_counter() - start
 
 
@@ -221,8 +249,15 @@ def linear_check(cli: str) -> dict[str, Any]:
         for name, text in inputs.items():
             mib = len(text.encode()) / MIB
             took = time_cli(cli, text, traceback)
-            res[name] = {"mib": round(mib, 2), "seconds": round(took, 3), "s_per_mib": round(max(took - startup, 0.0) / mib, 4)}
-        for kind, small, big in (("frame_lines", "frame_lines_1MiB", "frame_lines_1M_lines"), ("one_line", "one_line_1MiB", "one_line_10MiB")):
+            res[name] = {
+                "mib": round(mib, 2),
+                "seconds": round(took, 3),
+                "s_per_mib": round(max(took - startup, 0.0) / mib, 4),
+            }
+        for kind, small, big in (
+            ("frame_lines", "frame_lines_1MiB", "frame_lines_1M_lines"),
+            ("one_line", "one_line_1MiB", "one_line_10MiB"),
+        ):
             a, b = res[small]["s_per_mib"], res[big]["s_per_mib"]
             res[f"{kind}_ratio_big_to_small"] = round(b / a, 2) if a else None
         out[mode] = res
@@ -234,8 +269,24 @@ def _pct(x: float | None) -> str:
 
 
 def print_table(title: str, summary: dict[str, Any]) -> None:
-    cols = ["frames_kept", "secrets_shown", "ids_lost", "text_lost", "types_kept", "app_functions_kept", "home_shown"]
-    heads = ["frames kept", "secrets shown", "ids lost", "text lost", "types kept", "app fns kept", "home shown"]
+    cols = [
+        "frames_kept",
+        "secrets_shown",
+        "ids_lost",
+        "text_lost",
+        "types_kept",
+        "app_functions_kept",
+        "home_shown",
+    ]
+    heads = [
+        "frames kept",
+        "secrets shown",
+        "ids lost",
+        "text lost",
+        "types kept",
+        "app fns kept",
+        "home shown",
+    ]
     print(f"\n{title}")
     print(f"{'':16}{'cases':>6}  " + "  ".join(f"{h:>13}" for h in heads))
     for name in sorted(summary, key=lambda n: (n == "ALL", n)):
@@ -259,8 +310,16 @@ def main() -> int:
     linear = None if args.no_linear else linear_check(args.errscope)
 
     if args.json:
-        json.dump({"runtimes": summary, "variants": variants, "linear_time": linear,
-                   "cases": per_case if args.failures else None}, sys.stdout, indent=2)
+        json.dump(
+            {
+                "runtimes": summary,
+                "variants": variants,
+                "linear_time": linear,
+                "cases": per_case if args.failures else None,
+            },
+            sys.stdout,
+            indent=2,
+        )
         print()
         return 0
     print(f"errscope: {args.errscope}   cases: {len(rows)}")
@@ -272,8 +331,15 @@ def main() -> int:
             print(f"  {mode}: start-up {res['startup_s']} s")
             for name, r in res.items():
                 if isinstance(r, dict):
-                    print(f"    {name:22} {r['mib']:6.2f} MiB  {r['seconds']:8.3f} s  {r['s_per_mib']:.4f} s/MiB")
-            print(f"    ratio 10+ MiB / 1 MiB: frame lines {res['frame_lines_ratio_big_to_small']}, one line {res['one_line_ratio_big_to_small']}")
+                    print(
+                        f"    {name:22} {r['mib']:6.2f} MiB  {r['seconds']:8.3f} s"
+                        f"  {r['s_per_mib']:.4f} s/MiB"
+                    )
+            print(
+                "    ratio 10+ MiB / 1 MiB:"
+                f" frame lines {res['frame_lines_ratio_big_to_small']},"
+                f" one line {res['one_line_ratio_big_to_small']}"
+            )
     if args.failures:
         print("\nFailures:")
         for c in per_case:
