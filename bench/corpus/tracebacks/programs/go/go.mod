@@ -1,0 +1,5 @@
+module acme.dev/checkout
+
+go 1.22
+
+require github.com/google/uuid v1.6.0
