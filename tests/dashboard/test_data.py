@@ -11,11 +11,13 @@ import pyarrow as pa
 import pytest
 import streamlit as st
 
+from errscope.collector.store import DuckDBStore
 from errscope.dashboards import data, shape, source
 from errscope.queries import detect
 from errscope.queries.findings import Finding, FindingKind, finding_dict
 from errscope.queries.source import FileSource
-from tests.dashboard.scenario import AS_OF, BAD_TOOL
+from tests.dashboard.scenario import AS_OF
+from tests.queries.traffic import DEPLOY_TS, Scenario
 
 M0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 M1 = datetime(2026, 11, 30, 10, 1, tzinfo=UTC)
@@ -164,30 +166,39 @@ class _Recording:
         return self.inner.run(name, params)
 
 
+@pytest.fixture(scope="module")
+def every_minute_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tool failing on every call from 3 h before DEPLOY_TS to 3 h after: each minute drawn."""
+    path = tmp_path_factory.mktemp("deploy-window") / "every-minute.duckdb"
+    scenario = Scenario(
+        tools=("get_job",), calls_per_min=4, rate=1.0, minutes_before=180, minutes_after=180
+    )
+    with DuckDBStore(path) as store:
+        scenario.load(store)
+    return path
+
+
 @pytest.mark.parametrize(
-    "as_of",
+    "after_deploy",
     [
-        pytest.param(AS_OF, id="at-the-end-of-the-data"),
-        # rows after as_of exist: a chart ending at the wall clock would draw them
-        pytest.param(AS_OF - timedelta(minutes=20), id="twenty-minutes-before-the-end"),
+        pytest.param(timedelta(minutes=30), id="within-the-horizon"),
+        pytest.param(timedelta(hours=3), id="past-the-horizon"),
     ],
 )
 def test_the_deploy_chart_draws_the_window_detection_judges(
-    scenario_db: Path, as_of: datetime
+    every_minute_db: Path, after_deploy: timedelta
 ) -> None:
-    """The before/after chart covers the minutes detection's verdict read: one deploy_window."""
+    """The before/after chart covers exactly the minutes detection's verdict read: one window."""
     st.cache_data.clear()
-    spec = source.SourceSpec(db=str(scenario_db), as_of=as_of)
-    deploy = data.recent_deploys(spec, data.HORIZON_S, "billing-agent", None)[0]
+    as_of = DEPLOY_TS + after_deploy
+    spec = source.SourceSpec(db=str(every_minute_db), as_of=as_of)
+    (deploy,) = data.recent_deploys(spec, 6 * 3600, None, None)
     window = detect.deploy_window(deploy, as_of)
-    recording = _Recording(FileSource(scenario_db))
+    recording = _Recording(FileSource(every_minute_db))
     detect.detect_deploy(
         recording, deploy.service, deploy.version, deploy.environment, as_of=as_of, deploy=deploy
     )
     (read,) = [params for name, params in recording.calls if name == "deploy_minute_counts"]
     assert (read["since"], read["until"]) == (window.since, window.until)
-    minutes = pd.to_datetime(data.deploy_detail(spec, deploy, BAD_TOOL).rates["minute"], utc=True)
-    # every minute of the scenario has traffic; a few may have no failing call to draw
-    slack = timedelta(minutes=5)
-    assert window.since <= minutes.min() < window.since + slack
-    assert window.until - slack <= minutes.max() < window.until
+    minutes = pd.to_datetime(data.deploy_detail(spec, deploy, "get_job").rates["minute"], utc=True)
+    assert (minutes.min(), minutes.max()) == (window.since, window.until - timedelta(minutes=1))

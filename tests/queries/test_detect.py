@@ -523,3 +523,28 @@ def test_a_spike_names_a_version_only_from_its_own_environment(tmp_path: Path) -
     assert (pooled.version, pooled.environment) == (None, None)
     staging = spike("staging")
     assert (staging.version, staging.environment) == ("1.0", "staging")
+
+
+def test_the_public_surface_is_small_and_pinned() -> None:
+    """errscope.queries.detect exports what its callers use and nothing else; each name exists."""
+    assert sorted(detect.__all__) == [
+        "DEFAULT_CONFIG",
+        "DeployCounts",
+        "DeployEvaluation",
+        "DeployInfo",
+        "DeployReport",
+        "DeployWindow",
+        "DetectConfig",
+        "SpikeSeries",
+        "deploy_minute_counts",
+        "deploy_window",
+        "detect_all",
+        "detect_deploy",
+        "detect_loop_misuse",
+        "detect_spikes",
+        "evaluate_deploy",
+        "evaluate_spike_series",
+        "find_deploy",
+        "with_codes",
+    ]
+    assert all(hasattr(detect, name) for name in detect.__all__)
