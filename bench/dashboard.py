@@ -33,7 +33,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from bench.queries import END, fill
-from errscope.dashboards import data
+from errscope.dashboards import source
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 APP: Final = ROOT / "dashboards" / "app.py"
@@ -111,10 +111,10 @@ def main() -> None:
         print(f"fill: {fill(args.db, args.rows):.1f} s", flush=True)
     process, api = start_sidecar(args.db)
     try:
-        os.environ[data.ENV_API] = f"http://{api}"
-        os.environ[data.ENV_AS_OF] = END.isoformat()
-        os.environ.pop(data.ENV_DB, None)
-        os.environ.pop(data.ENV_TOKEN, None)
+        os.environ[source.ENV_API] = f"http://{api}"
+        os.environ[source.ENV_AS_OF] = END.isoformat()
+        os.environ.pop(source.ENV_DB, None)
+        os.environ.pop(source.ENV_TOKEN, None)
         warm = render_s(PAGES[0])
         print(f"warm-up render (imports included): {warm:.2f} s")
         print(f"{'page':<28} {'median s':>9} {'max s':>7}  target {TARGET_S:.0f} s")

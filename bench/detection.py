@@ -35,6 +35,9 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from errscope.queries import detect
+from errscope.queries.detect.deploy_evaluation import SignatureTest
+from errscope.queries.detect.deploys import signature_tests
+from errscope.queries.detect.spikes import spike_label
 from errscope.queries.findings import Verdict
 
 TIERS = (2, 20, 200)
@@ -57,7 +60,7 @@ class Case:
     broken: tuple[int, ...]
     overlap: bool
     counts: detect.DeployCounts
-    signatures: list[detect.SignatureTest]
+    signatures: list[SignatureTest]
 
 
 def simulate(  # noqa: PLR0915 - one scenario reads best top to bottom
@@ -108,7 +111,7 @@ def simulate(  # noqa: PLR0915 - one scenario reads best top to bottom
             errors[1, tool, 0, m] += 12
     field_keys: list[tuple[int, int, str | None]] = [(i, 0, "f0") for i in range(TOOLS)]
     field_units = [units[:, i, 0, :] - loops[:, i, 0, :] for i in range(TOOLS)]
-    signatures: list[detect.SignatureTest] = []
+    signatures: list[SignatureTest] = []
     new_rows = [
         {
             "tool": f"t{i}",
@@ -151,7 +154,7 @@ def simulate(  # noqa: PLR0915 - one scenario reads best top to bottom
     return case
 
 
-def signature_tests_at(case: Case, minute: int) -> list[detect.SignatureTest]:
+def signature_tests_at(case: Case, minute: int) -> list[SignatureTest]:
     """The new-signature tests `signature_exposure` would feed at `minute` after the deploy."""
     c = case.counts
     lo = BASELINE
@@ -184,9 +187,7 @@ def signature_tests_at(case: Case, minute: int) -> list[detect.SignatureTest]:
                 "calls": int(c.calls[1, t, lo : lo + minute].sum()),
             }
         )
-    return detect.signature_tests(
-        pa.Table.from_pylist(new_rows), pa.Table.from_pylist(old_rows), CODES
-    )
+    return signature_tests(pa.Table.from_pylist(new_rows), pa.Table.from_pylist(old_rows), CODES)
 
 
 def run_errscope(
@@ -467,7 +468,7 @@ def spike_bench(rng: np.random.Generator, per_tier: int) -> list[str]:
             if hit:
                 delays.append((hit[0] - start) * 5)
                 n_alarmed = len(alarmed_at[hit[0]])
-                label = detect.spike_label(n_alarmed, TOOLS, deploy_near=False, config=cfg)[1]
+                label = spike_label(n_alarmed, TOOLS, deploy_near=False, config=cfg)[1]
                 scope_ok.append(label == ("broad" if broad else "narrow"))
         fa = false_alarms / max(days, 1)
         lines.append(

@@ -1,7 +1,7 @@
 """errscope dashboard: the router around the pages in app_pages/.
 
 `errscope dashboard` runs this file with Streamlit.  Each run: read the source from the
-environment (`errscope.dashboards.data`), check it answers, then either
+environment (`errscope.dashboards.source`), check it answers, then either
 - show a banner with the address tried (sidecar unreachable, token refused, file locked
   or missing) instead of any page — never a traceback;
 - show how to connect an agent, whatever page was asked for, while the store is empty;
@@ -13,7 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from errscope.collector.errors import ErrscopeError
-from errscope.dashboards import data, ui
+from errscope.dashboards import data, source, ui
 
 st.set_page_config(page_title="errscope", page_icon=":material/troubleshoot:", layout="wide")
 
@@ -28,9 +28,9 @@ pages = [
     connect,
 ]
 
-spec: data.SourceSpec | None = None
+spec: source.SourceSpec | None = None
 try:
-    spec = data.spec_from_env()
+    spec = source.spec_from_env()
     spec.open()
     scope = data.scope(spec)
 except (ErrscopeError, ValueError) as exc:
@@ -49,7 +49,7 @@ if scope.empty:
 
 page = st.navigation(pages)
 ui.sidebar(spec, scope)
-ui.auto_refresh(data.refresh_s())
+ui.auto_refresh(source.refresh_s())
 try:
     page.run()
 except ErrscopeError as exc:

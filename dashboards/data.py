@@ -1,73 +1,64 @@
-"""The dashboard's only data access: named queries and detection, cached, shaped for pages.
+"""The dashboard's only data access: named queries and detection, cached, for the pages.
 
-Every number a page shows comes from here, and everything here reads through a
-`QuerySource`: the sidecar's query API (`ERRSCOPE_DASHBOARD_API`, with `ERRSCOPE_TOKEN`)
-or a DuckDB file no sidecar holds (`ERRSCOPE_DASHBOARD_DB`).  `errscope dashboard` sets
-these variables for the Streamlit process; tests set them directly.
+Every number a page shows comes from here, and everything here reads through the
+`QuerySource` a `SourceSpec` opens (`dashboards/source.py`: the sidecar's query API or a
+DuckDB file no sidecar holds).  Detection's answers come from `errscope.queries.detect`
+itself, and so does the window of a deploy's before/after chart (`detect.deploy_window`):
+the chart draws the minutes the verdict was reached on.
 
 Results are cached with `st.cache_data` for `TTL_S` seconds, keyed by the source and the
 parameters; failures are never cached, so a sidecar that comes back is seen on the next
 rerun.  Functions raise `ErrscopeError` (`SourceError` for an unreachable API or a refused
 token, `StoreError` for a missing or locked file); `dashboards/app.py` turns those into a
-banner.  `ERRSCOPE_DASHBOARD_AS_OF` pins "now" (offline analysis of an old file, tests,
-benchmarks); without it every window ends at the time of the query.
-
-Shaping (pivoting counts, bucketing minutes) is plain pandas on the small tables the
-queries return; nothing here formats a value into SQL.
+banner.  Shaping the answers for charts is `dashboards/shape.py`; nothing here formats a
+value into SQL.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from functools import partial
 from typing import Final, TypeVar
 
 import pandas as pd
-import pyarrow as pa
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from errscope.collector.catalog import default_catalog
-from errscope.collector.errors import ConfigError, ConfigErrorKind
-from errscope.collector.units import parse_time
+from errscope.dashboards.shape import (
+    bucket_for,
+    shape_before_after,
+    shape_calls_by_code,
+    shape_fields,
+    to_frame,
+)
+from errscope.dashboards.source import SourceSpec
 from errscope.queries import detect
 from errscope.queries.detect import DeployInfo, DeployReport
 from errscope.queries.findings import Finding, FindingKind, Verdict
-from errscope.queries.source import ApiSource, FileSource, QuerySource
+from errscope.queries.source import ApiSource
 
 __all__ = [
-    "ENV_API",
-    "ENV_AS_OF",
-    "ENV_DB",
-    "ENV_REFRESH_S",
-    "ENV_TOKEN",
     "HORIZON_S",
     "MAX_DEPLOYS",
-    "RULE_LABELS",
     "TTL_S",
     "DeployDetail",
     "DeployRow",
     "Endpoints",
     "Findings",
     "Scope",
-    "SourceSpec",
-    "bucket_for",
     "calls_by_code",
-    "code_totals",
     "deploy_detail",
     "deploy_markers",
     "deploy_report",
     "deploy_rows",
-    "deploy_table",
     "error_series",
     "findings",
-    "findings_by_tool",
     "ingest_endpoints",
     "lookup",
     "loop_findings",
@@ -75,13 +66,7 @@ __all__ = [
     "recent_deploys",
     "redactions",
     "redactions_over_time",
-    "refresh_s",
-    "rule_counts",
     "scope",
-    "shape_before_after",
-    "shape_calls_by_code",
-    "shape_fields",
-    "spec_from_env",
     "spike_codes",
     "spikes",
     "tools",
@@ -90,19 +75,12 @@ __all__ = [
     "unknown_codes",
 ]
 
-ENV_API: Final = "ERRSCOPE_DASHBOARD_API"
-ENV_DB: Final = "ERRSCOPE_DASHBOARD_DB"
-ENV_TOKEN: Final = "ERRSCOPE_TOKEN"  # noqa: S105 - a variable name, not a secret
-ENV_AS_OF: Final = "ERRSCOPE_DASHBOARD_AS_OF"
-ENV_REFRESH_S: Final = "ERRSCOPE_DASHBOARD_REFRESH_S"
-
 #: Seconds a query result is reused; short, so a refresh shows new calls within a minute.
 TTL_S: Final = 30
 #: Deploys evaluated per render by default (each costs a few queries, ~0.2 s at 10 M rows).
 MAX_DEPLOYS: Final = 5
 #: How far back detection looks for deploys to judge (`DetectConfig.horizon_s`).
 HORIZON_S: Final = detect.DEFAULT_CONFIG.horizon_s
-_API_TIMEOUT_S: Final = 15.0
 #: Reads in flight at once when a page needs several independent ones.
 _WORKERS: Final = 4
 T = TypeVar("T")
@@ -114,101 +92,8 @@ _DEFAULT_OTLP_HTTP_PORT: Final = 4318
 _DEFAULT_OTLP_GRPC_PORT: Final = 4317
 
 
-# ===================================================================== the source
-
-
-@dataclass(frozen=True, slots=True)
-class SourceSpec:
-    """Where the dashboard reads, and the pinned "now" if any (hashable: a cache key)."""
-
-    api: str | None = None
-    token: str | None = None
-    db: str | None = None
-    as_of: datetime | None = None
-
-    def open(self) -> QuerySource:
-        """The query source; `ConfigError` when none or both are configured."""
-        if self.api and not self.db:
-            return _OmitNone(
-                ApiSource(self.api, token=self.token or None, timeout_s=_API_TIMEOUT_S)
-            )
-        if self.db and not self.api:
-            return FileSource(self.db)
-        raise ConfigError(
-            ConfigErrorKind.BAD_VALUE,
-            "the dashboard needs exactly one source",
-            entry="dashboard",
-            field="source",
-            hint="start it with `errscope dashboard --api URL [--token T]` or `--db PATH`",
-        )
-
-    def describe(self) -> str:
-        """The address or path read, for the sidebar and banners (never the token)."""
-        return self.api or self.db or "no source configured"
-
-    def now(self) -> datetime:
-        """The pinned time, or the current time."""
-        return self.as_of or datetime.now(UTC)
-
-
-class _OmitNone:
-    """An `ApiSource` that leaves out parameters given as None (the query's null default).
-
-    `ApiSource` sends None as the text "None", which the sidecar binds as a value, so
-    "all services" would match no service; detection passes None for every open filter.
-    """
-
-    def __init__(self, inner: ApiSource) -> None:
-        self.inner = inner
-        self.url = inner.url
-
-    def run(self, name: str, params: Mapping[str, object] | None = None) -> pa.Table:
-        """Run the named query with only the parameters that have a value."""
-        given = {k: v for k, v in (params or {}).items() if v is not None}
-        return self.inner.run(name, given)
-
-    def describe(self) -> str:
-        """The API base URL."""
-        return self.inner.describe()
-
-    def health(self) -> dict[str, object]:
-        """GET /healthz."""
-        return self.inner.health()
-
-
-def spec_from_env(environ: Mapping[str, str] | None = None) -> SourceSpec:
-    """The source configured by `errscope dashboard` through environment variables."""
-    env = os.environ if environ is None else environ
-    as_of_text = env.get(ENV_AS_OF)
-    as_of = parse_time(as_of_text).astimezone(UTC) if as_of_text else None
-    return SourceSpec(
-        api=env.get(ENV_API) or None,
-        token=env.get(ENV_TOKEN) or None,
-        db=env.get(ENV_DB) or None,
-        as_of=as_of,
-    )
-
-
-def refresh_s(environ: Mapping[str, str] | None = None) -> int:
-    """The auto-refresh interval offered by default (0: off)."""
-    env = os.environ if environ is None else environ
-    try:
-        return max(0, int(env.get(ENV_REFRESH_S, "0")))
-    except ValueError:
-        return 0
-
-
 def _run(spec: SourceSpec, name: str, params: Mapping[str, object]) -> pd.DataFrame:
-    return _frame(spec.open().run(name, params))
-
-
-def _frame(table: pa.Table) -> pd.DataFrame:
-    """An Arrow answer as a DataFrame; DuckDB's DECIMAL sums become int64 or float64."""
-    for i, f in enumerate(table.schema):
-        if pa.types.is_decimal(f.type):
-            target = pa.int64() if f.type.scale == 0 else pa.float64()
-            table = table.set_column(i, f.name, table.column(i).cast(target))
-    return table.to_pandas()
+    return to_frame(spec.open().run(name, params))
 
 
 # ===================================================================== scope and health
@@ -267,7 +152,7 @@ def ingest_endpoints(spec: SourceSpec) -> Endpoints:
     host = "127.0.0.1"
     if spec.api:
         source = spec.open()
-        if isinstance(source, _OmitNone):
+        if isinstance(source, ApiSource):
             health = source.health()
             http, grpc = health.get("otlp_http"), health.get("otlp_grpc")
             if isinstance(http, str) and isinstance(grpc, str):
@@ -331,34 +216,6 @@ def tools(
     """The tools called in the window."""
     counts = _code_counts(spec, range_s, service, environment)
     return sorted(str(t) for t in counts["tool"].unique())
-
-
-def bucket_for(range_s: int) -> int:
-    """A bucket width giving at most ~300 buckets, in whole minutes."""
-    return max(60, math.ceil(range_s / 300 / 60) * 60)
-
-
-def shape_calls_by_code(rollup: pd.DataFrame, *, bucket_s: int) -> pd.DataFrame:
-    """`minute_rollup` rows -> calls per (bucket, tool, code), ok included."""
-    columns = ["bucket", "tool", "code", "calls"]
-    if rollup.empty:
-        return pd.DataFrame(columns=columns)
-    rows = rollup.assign(bucket=pd.to_datetime(rollup["minute"], utc=True).dt.floor(f"{bucket_s}s"))
-    failing = (
-        rows[rows["code"] != "ok"]
-        .groupby(["bucket", "tool", "code"], as_index=False)["errors"]
-        .sum()
-        .rename(columns={"errors": "calls"})
-    )
-    # `calls` repeats the tool's total on every row of its minute and version: count it once
-    groups = rows.drop_duplicates(["minute", "service", "version", "environment", "tool"])
-    totals = groups.groupby(["bucket", "tool"])["calls"].sum()
-    failed = failing.groupby(["bucket", "tool"])["calls"].sum()
-    ok = (totals - failed.reindex(totals.index, fill_value=0)).reset_index().assign(code="ok")
-    out = pd.concat([failing, ok[columns]], ignore_index=True)
-    out = out[out["calls"] > 0].reset_index(drop=True)
-    out["calls"] = out["calls"].astype("int64")
-    return out[columns]
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -509,32 +366,23 @@ class DeployDetail:
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def deploy_detail(spec: SourceSpec, deploy: DeployInfo, tool: str) -> DeployDetail:
     """Before/after error rates of one tool around a deploy, its failing fields, first calls."""
-    until = min(spec.now(), deploy.ts + timedelta(seconds=detect.DEFAULT_CONFIG.horizon_s))
-    since = deploy.ts - timedelta(seconds=detect.DEFAULT_CONFIG.baseline_s)
-    counts = _run(
-        spec,
-        "deploy_minute_counts",
-        {
-            "service": deploy.service,
-            "environment": deploy.environment,
-            "new_version": deploy.version,
-            "old_version": deploy.previous_version,
-            "since": since,
-            "until": until,
-            "known_by": spec.now(),
-        },
-    )
-    first = _run(
-        spec,
-        "first_failing_calls",
-        {
-            "service": deploy.service,
-            "environment": deploy.environment,
-            "version": deploy.version,
-            "since": deploy.ts,
-            "until": until,
-            "known_by": spec.now(),
-        },
+    now = spec.now()
+    source = spec.open()
+    # detection's own window and query: the chart shows the minutes the verdict judged
+    window = detect.deploy_window(deploy, now)
+    counts = to_frame(detect.deploy_minute_counts(source, deploy, window, known_by=now))
+    first = to_frame(
+        source.run(
+            "first_failing_calls",
+            {
+                "service": deploy.service,
+                "environment": deploy.environment,
+                "version": deploy.version,
+                "since": deploy.ts,
+                "until": window.until,
+                "known_by": now,
+            },
+        )
     )
     counts = counts[counts["tool"] == tool] if not counts.empty else counts
     first = first[first["tool"] == tool] if not first.empty else first
@@ -543,41 +391,6 @@ def deploy_detail(spec: SourceSpec, deploy: DeployInfo, tool: str) -> DeployDeta
         fields=shape_fields(counts, deploy.version),
         first_calls=first.reset_index(drop=True),
     )
-
-
-def shape_before_after(counts: pd.DataFrame) -> pd.DataFrame:
-    """`deploy_minute_counts` of one tool -> error rate per minute and code, all versions."""
-    columns = ["minute", "code", "errors", "calls", "rate"]
-    if counts.empty:
-        return pd.DataFrame(columns=columns)
-    calls = counts.groupby(["minute", "version"], as_index=False)["calls"].max()
-    calls = calls.groupby("minute", as_index=False)["calls"].sum()
-    errors = counts[counts["code"] != "ok"].groupby(["minute", "code"], as_index=False)["n"].sum()
-    out = errors.merge(calls, on="minute", how="left").rename(columns={"n": "errors"})
-    out["rate"] = out["errors"] / out["calls"].where(out["calls"] > 0)
-    return out[columns]
-
-
-def shape_fields(counts: pd.DataFrame, version: str) -> pd.DataFrame:
-    """Per (code, field): errors and rate before (other versions) and after (this version)."""
-    columns = ["code", "field", "errors_before", "rate_before", "errors_after", "rate_after", "new"]
-    if counts.empty:
-        return pd.DataFrame(columns=columns)
-    calls = counts.groupby(["minute", "version"], as_index=False)["calls"].max()
-    calls_after = float(calls.loc[calls["version"] == version, "calls"].sum())
-    calls_before = float(calls.loc[calls["version"] != version, "calls"].sum())
-    errs = counts[counts["code"] != "ok"].assign(field=lambda f: f["field"].fillna("—"))
-    is_new = errs["version"] == version
-    after = errs[is_new].groupby(["code", "field"])["n"].sum().rename("errors_after")
-    before = errs[~is_new].groupby(["code", "field"])["n"].sum().rename("errors_before")
-    out = pd.concat([before, after], axis=1).fillna(0).reset_index()
-    out["rate_before"] = out["errors_before"] / calls_before if calls_before else float("nan")
-    out["rate_after"] = out["errors_after"] / calls_after if calls_after else float("nan")
-    out["new"] = out["errors_before"] == 0
-    out = out[out["errors_after"] > 0].sort_values("errors_after", ascending=False)
-    for c in ("errors_before", "errors_after"):
-        out[c] = out[c].astype("int64")
-    return out[columns].reset_index(drop=True)
 
 
 # ===================================================================== spikes
@@ -734,61 +547,7 @@ def redactions_over_time(spec: SourceSpec, range_s: int, service: str | None) ->
     return out[["bucket", "tool", "rule", "redactions"]].sort_values("bucket")
 
 
-def code_totals(frame: pd.DataFrame) -> pd.DataFrame:
-    """Calls per code over the window with each code's share, in catalog order."""
-    totals = frame.groupby("code", as_index=False)["calls"].sum()
-    totals["share"] = totals["calls"] / totals["calls"].sum()
-    order = {c: i for i, c in enumerate(("ok", *default_catalog().codes, "unknown"))}
-    return totals.sort_values("code", key=lambda s: s.map(order).fillna(len(order)))
-
-
-def deploy_table(rows: Sequence[DeployRow]) -> pd.DataFrame:
-    """One line per deploy: where, when, what it replaced, the verdict and why."""
-    return pd.DataFrame(
-        [
-            {
-                "service": r.deploy.service,
-                "version": r.deploy.version,
-                "environment": r.deploy.environment,
-                "deployed_at": r.deploy.ts,
-                "previous_version": r.deploy.previous_version,
-                "verdict": str(r.report.verdict).replace("_", " "),
-                "findings": len(r.report.findings),
-                "reason": r.report.reason,
-            }
-            for r in rows
-        ]
-    )
-
-
 def spike_codes() -> list[str]:
     """The codes the Spikes page offers, the detection default first."""
     first = detect.DEFAULT_CONFIG.spike_code
     return [first, *(c for c in default_catalog().codes if c != first)]
-
-
-#: Loop-misuse rules as the Loop health page names them.
-RULE_LABELS: Final = {
-    "invalid_args_repeated": "invalid_args retried on the same field",
-    "retry_after_denied": "retried after denied",
-    "not_found_repeated": "guessed ids (repeated not_found)",
-}
-
-
-def rule_counts(found: Sequence[Finding]) -> dict[str, int]:
-    """Traces breaking each retry rule (every rule listed, zero included)."""
-    counts = dict.fromkeys(RULE_LABELS.values(), 0)
-    for f in found:
-        for rule in f.label:
-            if rule in RULE_LABELS:
-                counts[RULE_LABELS[rule]] += f.traces_after
-    return counts
-
-
-def findings_by_tool(found: Sequence[Finding]) -> dict[str, list[Finding]]:
-    """A deploy's per-tool findings grouped by tool, in the order detection reported them."""
-    out: dict[str, list[Finding]] = {}
-    for f in found:
-        if f.tool is not None:
-            out.setdefault(f.tool, []).append(f)
-    return out

@@ -16,7 +16,7 @@ from typing import Final
 import streamlit as st
 
 from errscope.collector.errors import ErrscopeError, StoreErrorKind
-from errscope.dashboards import data
+from errscope.dashboards import data, source
 from errscope.queries.findings import Finding, FindingKind
 
 __all__ = [
@@ -60,7 +60,7 @@ _ICONS: Final = {
 class Context:
     """The source and the sidebar's filters, as a page sees them."""
 
-    spec: data.SourceSpec
+    spec: source.SourceSpec
     scope: data.Scope
     service: str | None
     environment: str | None
@@ -74,7 +74,7 @@ class Context:
 
 def current() -> Context:
     """The context of this run (the source from the environment, filters from the sidebar)."""
-    spec = data.spec_from_env()
+    spec = source.spec_from_env()
     return Context(
         spec=spec,
         scope=data.scope(spec),
@@ -89,7 +89,7 @@ def all_label(label: str) -> Callable[[object], str]:
     return lambda value: label if value is None else str(value)
 
 
-def sidebar(spec: data.SourceSpec, scope: data.Scope) -> None:
+def sidebar(spec: source.SourceSpec, scope: data.Scope) -> None:
     """The filters every page obeys, and where the data comes from."""
     with st.sidebar:
         st.selectbox(
@@ -139,7 +139,7 @@ def auto_refresh(default_s: int) -> None:
     _tick()
 
 
-def source_banner(exc: ErrscopeError, spec: data.SourceSpec | None) -> None:
+def source_banner(exc: ErrscopeError, spec: source.SourceSpec | None) -> None:
     """A clear banner for an unreachable sidecar, a refused token or an unreadable file."""
     where = exc.entry or (spec.describe() if spec else "the configured source")
     if exc.kind is StoreErrorKind.LOCKED:
@@ -205,7 +205,7 @@ def findings_list(found: Sequence[Finding], *, empty: str) -> None:
             st.warning(finding_line(f), icon=icon)
 
 
-def connect_panel(spec: data.SourceSpec) -> None:
+def connect_panel(spec: source.SourceSpec) -> None:
     """How to point an agent service at the sidecar: the exact OTel variables."""
     st.title("Connect an agent service")
     if data.scope(spec).empty:

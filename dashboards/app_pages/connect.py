@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from errscope.dashboards import data, ui
+from errscope.dashboards import source, ui
 
-ui.connect_panel(data.spec_from_env())
+ui.connect_panel(source.spec_from_env())

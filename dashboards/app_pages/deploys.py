@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from errscope.dashboards import charts, data, ui
+from errscope.dashboards import charts, data, shape, ui
 
 ctx = ui.current()
 st.title("Deploys")
@@ -22,7 +22,7 @@ if total > len(rows):
         "evaluate more above, or pick a service."
     )
 
-st.dataframe(data.deploy_table(rows), hide_index=True)
+st.dataframe(shape.deploy_table(rows), hide_index=True)
 
 for row in rows:
     if not row.flagged:
@@ -38,7 +38,7 @@ for row in rows:
     for f in row.report.findings:
         if f.tool is None:
             st.error(ui.finding_line(f))
-    for tool, tool_findings in data.findings_by_tool(row.report.findings).items():
+    for tool, tool_findings in shape.findings_by_tool(row.report.findings).items():
         st.subheader(f"Tool `{tool}`")
         for f in tool_findings:
             st.error(ui.finding_line(f))

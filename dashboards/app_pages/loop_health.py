@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from errscope.dashboards import charts, data, ui
+from errscope.dashboards import charts, data, shape, ui
 
 ctx = ui.current()
 st.title("Loop health")
 
 st.subheader("Retry-rule breaches, last hour")
 found = data.loop_findings(ctx.spec, ctx.service)
-counts = data.rule_counts(found)
+counts = shape.rule_counts(found)
 cols = st.columns(len(counts))
 for col, (label, n) in zip(cols, counts.items(), strict=True):
     col.metric(label, f"{n:,} traces")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from errscope.dashboards import charts, data, ui
+from errscope.dashboards import charts, data, shape, ui
 
 ctx = ui.current()
 st.title("Overview")
@@ -34,7 +34,7 @@ else:
     include_ok = st.toggle("Include ok calls", value=False, key="overview_include_ok")
     st.altair_chart(charts.calls_by_code(frame, marks, include_ok=include_ok), width="stretch")
     st.dataframe(
-        data.code_totals(frame),
+        shape.code_totals(frame),
         hide_index=True,
         column_config={"share": st.column_config.NumberColumn(format="percent")},
     )

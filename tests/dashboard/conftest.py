@@ -18,7 +18,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from errscope.collector.dashboard_cli import free_port
-from errscope.dashboards import data
+from errscope.dashboards import source
 from tests.dashboard.scenario import AS_OF, build_empty_store, build_store
 
 APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
@@ -56,15 +56,15 @@ def make_app(monkeypatch: pytest.MonkeyPatch) -> AppFactory:
     def make(
         *, db: Path | None = None, api: str | None = None, token: str | None = None
     ) -> AppTest:
-        for name in (data.ENV_API, data.ENV_DB, data.ENV_TOKEN, data.ENV_REFRESH_S):
+        for name in (source.ENV_API, source.ENV_DB, source.ENV_TOKEN, source.ENV_REFRESH_S):
             monkeypatch.delenv(name, raising=False)
         if db is not None:
-            monkeypatch.setenv(data.ENV_DB, str(db))
+            monkeypatch.setenv(source.ENV_DB, str(db))
         if api is not None:
-            monkeypatch.setenv(data.ENV_API, api)
+            monkeypatch.setenv(source.ENV_API, api)
         if token is not None:
-            monkeypatch.setenv(data.ENV_TOKEN, token)
-        monkeypatch.setenv(data.ENV_AS_OF, AS_OF.isoformat())
+            monkeypatch.setenv(source.ENV_TOKEN, token)
+        monkeypatch.setenv(source.ENV_AS_OF, AS_OF.isoformat())
         st.cache_data.clear()
         return AppTest.from_file(str(APP), default_timeout=TIMEOUT_S)
 
