@@ -6,8 +6,6 @@ file that no sidecar holds (`--db PATH`).  This command validates the flags, the
 source over in environment variables (the token never appears on a command line), and
 forwards SIGINT/SIGTERM to it.  It prints one line with the URL once the child starts;
 the exit status is the child's.
-
-collector.cli registers this command; it imports nothing from errscope.collector.cli.
 """
 
 from __future__ import annotations
@@ -222,7 +220,3 @@ def dashboard(
             signal.signal(s, handler)
     if code not in (0, -signal.SIGINT, -signal.SIGTERM):
         sys.exit(code if code > 0 else 1)
-
-
-if __name__ == "__main__":
-    dashboard()
