@@ -22,7 +22,7 @@ import duckdb
 import pyarrow as pa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from errscope.collector.cli._common import handle_errors
+from errscope.collector.cli._common import handle_errors, raise_on_sigterm
 from errscope.collector.errors import StoreError, StoreErrorKind
 from errscope.collector.lake import DuckLakeStore, mask_secrets
 from errscope.collector.record import (
@@ -118,6 +118,7 @@ def copy_store(
 @handle_errors
 def migrate(source_path: Path, dest_url: str, data_path: str | None) -> None:
     """Copy a DuckDB file store into a DuckLake (or another store); safe to re-run."""
+    raise_on_sigterm()  # a cancelled copy says so (it is safe to re-run), never "internal"
     if not source_path.exists():
         raise StoreError(
             StoreErrorKind.UNREADABLE,

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from errscope.collector.cli._common import duration_flag, handle_errors
+from errscope.collector.cli._common import duration_flag, handle_errors, raise_on_sigterm
 
 __all__ = ["maintain", "prune"]
 
@@ -33,6 +33,7 @@ def _existing_store(db: str) -> Any:
 @handle_errors
 def prune(db: str, older_than: str) -> None:
     """Delete rows older than a duration (retention)."""
+    raise_on_sigterm()  # a Ctrl-C inside DuckDB's DELETE is an interruption, not a bug
     age = duration_flag(older_than, "--older-than")
     store = _existing_store(db)
     try:
@@ -58,6 +59,7 @@ def maintain(db: str, keep_snapshots: str) -> None:
     Run it from one place (one sidecar host, or cron), not from every pod.  A DuckDB file
     needs no maintenance (DuckDB checkpoints it).
     """
+    raise_on_sigterm()  # a Ctrl-C inside DuckLake's compaction is an interruption, not a bug
     from errscope.collector.lake import LAKE_PREFIX  # noqa: PLC0415
 
     if not db.startswith(LAKE_PREFIX):
