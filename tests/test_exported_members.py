@@ -67,3 +67,12 @@ def test_package_entry_points() -> None:
     ]
     assert errscope.collector.instrument is instrument
     assert errscope.collector.ScrubbingSpanExporter is ScrubbingSpanExporter
+
+
+def test_cli_exports_only_main() -> None:
+    """`errscope.collector.cli` exports the console script's `main` and nothing else."""
+    import errscope.collector.cli
+    from errscope.collector.cli.group import main
+
+    assert errscope.collector.cli.__all__ == ["main"]
+    assert errscope.collector.cli.main is main

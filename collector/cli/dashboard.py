@@ -10,7 +10,6 @@ the exit status is the child's.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import signal
 import socket
@@ -24,7 +23,7 @@ from typing import Final
 import click
 
 from errscope.collector.errors import ErrscopeError
-from errscope.collector.ports import bind_refusal
+from errscope.collector.ports import bind_refusal, is_loopback
 from errscope.collector.units import parse_duration, parse_time
 from errscope.queries.source import ApiSource
 
@@ -45,15 +44,6 @@ def app_path() -> Path:
     if spec is None or spec.origin is None:
         raise click.ClickException("the dashboards package is not installed")
     return Path(spec.origin).parent / "app.py"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def free_port(host: str = _ADDRESS) -> int:
@@ -194,7 +184,7 @@ def dashboard(
 ) -> None:
     """Open the Streamlit dashboard on a sidecar's query API or a database file."""
     refresh_s = _check_flags(api, db, as_of, refresh)
-    if not _is_loopback(host) and not token:
+    if not is_loopback(host) and not token:
         # The dashboard has no login of its own: off loopback it must at least sit on a
         # token-protected sidecar, and behind an authenticating proxy (docs/dashboard.md).
         raise click.UsageError("--host other than loopback needs --token (or ERRSCOPE_TOKEN)")
