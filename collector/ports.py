@@ -1,10 +1,21 @@
-"""Whether a listening address is free, asked before a server that reports it badly binds."""
+"""Listening addresses: whether one is loopback, and whether it is free before a server binds."""
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 
-__all__ = ["bind_refusal"]
+__all__ = ["bind_refusal", "is_loopback"]
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def bind_refusal(host: str, port: int) -> str | None:

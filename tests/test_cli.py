@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -318,38 +317,6 @@ def test_an_integer_out_of_range_is_named(db: Path, param: str, message: str) ->
     assert result.stderr.startswith(
         f"error[bad_param_value] {name}.{param.split('=', maxsplit=1)[0]}: {message}"
     )
-
-
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_interrupting_check_is_not_a_regression(db: Path, signum: int, code: int) -> None:
-    """Ctrl-C or SIGTERM (a cancelled CI job) during `check --wait` exits 130 / 143 with a
-    line saying so, never 1 (regression)."""
-    import time
-
-    process = subprocess.Popen(
-        [
-            *ERRSCOPE,
-            "check",
-            "--service",
-            "s",
-            "--version",
-            "1",
-            "--db",
-            str(db),
-            "--wait",
-            "10m",
-            "--interval",
-            "1s",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    time.sleep(4)  # past start-up, into the wait
-    process.send_signal(signum)
-    _, stderr = process.communicate(timeout=30)
-    assert process.returncode == code, stderr
-    assert "error[interrupted]" in stderr
 
 
 def test_a_table_in_a_log_is_not_folded(db: Path) -> None:

@@ -90,3 +90,12 @@ def test_the_import_root_exports_the_python_entry_points() -> None:
     assert NotFound.__module__ == "errscope"
     with pytest.raises(AttributeError):
         _ = errscope.not_a_name  # type: ignore[attr-defined]
+
+
+def test_cli_exports_only_main() -> None:
+    """`errscope.collector.cli` exports the console script's `main` and nothing else."""
+    import errscope.collector.cli
+    from errscope.collector.cli.group import main
+
+    assert errscope.collector.cli.__all__ == ["main"]
+    assert errscope.collector.cli.main is main

@@ -40,15 +40,11 @@ DOCKERFILE = ROOT / "Dockerfile"
 SERVICES = ("sidecar", "dashboard", "demo-agent")
 CONTAINER_PORTS = (4317, 4318, 4320, 8501)
 TOKEN = uuid.uuid4().hex  # 32 characters; the sidecar wants 16 or more
-# `errscope` as the image's console script would run it; commands collector.cli does not
-# register yet (demo, dashboard) are added here, as collector.cli will.
+# `errscope` as the image's console script runs it (the console script's own name in messages).
 _ERRSCOPE_MAIN = (
-    "import sys, errscope.collector.cli as c\n"
-    "from errscope.collector.demo.cli import demo\n"
-    "from errscope.collector.dashboard_cli import dashboard\n"
-    "for cmd in (demo, dashboard):\n"
-    "    c.main.commands.setdefault(cmd.name or '', cmd)\n"
-    "c.main(sys.argv[1:], prog_name='errscope')\n"
+    "import sys\n"
+    "from errscope.collector.cli import main\n"
+    "main(sys.argv[1:], prog_name='errscope')\n"
 )
 ERRSCOPE = [sys.executable, "-c", _ERRSCOPE_MAIN]
 

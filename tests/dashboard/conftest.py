@@ -17,7 +17,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from errscope.collector.dashboard_cli import free_port
+from errscope.collector.cli.dashboard import free_port
 from errscope.dashboards import source
 from tests.dashboard.scenario import AS_OF, build_empty_store, build_store
 

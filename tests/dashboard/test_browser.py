@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from errscope.collector.dashboard_cli import free_port
+from errscope.collector.cli.dashboard import free_port
 from tests.dashboard.otel_traffic import BAD_TOOL, SERVICE, send_broken_deploy
 from tests.sidecar.harness import sidecar
 
@@ -42,12 +42,8 @@ START_TIMEOUT_S = 120
 
 
 def _dashboard_argv(*args: str) -> list[str]:
-    """`errscope dashboard ...` once collector.cli registers it, else the command module."""
-    from errscope.collector.cli import main
-
-    if "dashboard" in main.commands:
-        return [sys.executable, "-m", "errscope.collector.cli", "dashboard", *args]
-    return [sys.executable, "-m", "errscope.collector.dashboard_cli", *args]
+    """`errscope dashboard ...`, run by this interpreter."""
+    return [sys.executable, "-m", "errscope.collector.cli", "dashboard", *args]
 
 
 @pytest.fixture

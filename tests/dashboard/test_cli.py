@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from errscope.collector import dashboard_cli
-from errscope.collector.dashboard_cli import child_environment, dashboard, streamlit_command
+from errscope.collector.cli import dashboard as dashboard_cli
+from errscope.collector.cli.dashboard import child_environment, dashboard, streamlit_command
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from errscope.collector.demo.cli import demo
+from errscope.collector.cli.demo import demo
 from errscope.collector.demo.clock import ClockedTracerProvider, SimClock
 from errscope.collector.demo.fleet import (
     BILLING_NEW,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from errscope.collector.cli.migrate import migrate
 from errscope.collector.lake import DuckLakeStore
-from errscope.collector.lake_cli import migrate
 from errscope.collector.record import Deploy, RedactionCount
 from errscope.collector.store import DuckDBStore
 from errscope.queries.runner import run_query

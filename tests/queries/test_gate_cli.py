@@ -11,7 +11,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from errscope.collector.gate_cli import check, findings
+from errscope.collector.cli.gate import check, findings
 from errscope.collector.record import Deploy, ToolCall
 from errscope.collector.store import DuckDBStore
 from tests.queries.traffic import DEPLOY_TS, Scenario

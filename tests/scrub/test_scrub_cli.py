@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from errscope.collector.scrub.cli import scrub
+from errscope.collector.cli.scrub import scrub
 from errscope.collector.scrub.samples import github_style_token
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,9 +125,9 @@ def test_stats_prints_counts_to_stderr() -> None:
 
 
 def test_module_runs_as_subprocess(tmp_path: Path) -> None:
-    """`python -m collector.scrub.cli` works as a real process, bytes in and out."""
+    """`errscope scrub` works as a real process, bytes in and out."""
     proc = subprocess.run(
-        [sys.executable, "-m", "errscope.collector.scrub.cli"],
+        [sys.executable, "-m", "errscope.collector.cli", "scrub"],
         input=b"a " + _token().encode() + b" b\n\xff\x00",  # invalid UTF-8 and a NUL
         capture_output=True,
         cwd=REPO,
@@ -139,7 +139,7 @@ def test_module_runs_as_subprocess(tmp_path: Path) -> None:
     rules = tmp_path / "bad.toml"
     rules.write_text("[[rules]]\nid = 'bad-one'\nregex = '''(a)\\1'''\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "errscope.collector.scrub.cli", "--rules", str(rules)],
+        [sys.executable, "-m", "errscope.collector.cli", "scrub", "--rules", str(rules)],
         input=b"x",
         capture_output=True,
         cwd=REPO,

@@ -15,7 +15,7 @@
 Each child runs in its own process group and is stopped by group — SIGTERM, then SIGKILL
 after a grace period — so nothing is left running, whatever the child started itself
 (Streamlit's workers included).  If the sidecar dies, everything stops and the exit status
-is 1.  collector.cli registers this command; it imports nothing from errscope.collector.cli.
+is 1.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import IO, Final
 
 import click
 
-from errscope.collector.demo.cli import backfill_with_progress, stop_on_signals
+from errscope.collector.cli.demo import backfill_with_progress, stop_on_signals
 from errscope.collector.demo.runner import DEFAULT_RATE, Demo, DemoOptions
 from errscope.collector.demo.send import Target
 from errscope.collector.demo.story import MIN_HOURS
@@ -392,7 +392,10 @@ def _start_dashboard(
             err=True,
         )
         return None
-    port = port or _free_port()
+    if not port:
+        from errscope.collector.cli.dashboard import free_port  # noqa: PLC0415 - only for port 0
+
+        port = free_port()
     board = start_child(
         "dashboard",
         _errscope("dashboard", "--port", str(port), "--api", target.api or ""),
@@ -422,12 +425,3 @@ def _watch(child: Child, stop: threading.Event) -> None:
     while not stop.wait(1.0):
         if not child.alive():
             stop.set()
-
-
-def _free_port() -> int:
-    import socket  # noqa: PLC0415 - only when asked for port 0
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port

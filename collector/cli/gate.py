@@ -4,10 +4,6 @@ Both read through a query source (`--db PATH` or `--api URL`) and take `--as-of 
 evaluate as if that were now: every query is bounded by it.  `check` exits 0 healthy,
 1 regression, 3 insufficient data, 2 on a usage error (bad flag, unreachable source);
 with `--json` it prints one object documented in docs/detection.md.
-
-collector.cli registers these commands; the helpers it owns (`handle_errors`,
-`open_source`, `render_table`) are imported when a command runs, so collector.cli can
-import this module at its top level without a cycle.
 """
 
 from __future__ import annotations
@@ -16,15 +12,22 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from functools import wraps
 from pathlib import Path
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import Final, ParamSpec, TypeVar
 
 import click
 import pyarrow as pa
 
 from errscope.collector.catalog import load_catalog
-from errscope.collector.units import parse_duration, parse_time
+from errscope.collector.cli._common import (
+    duration_flag,
+    handle_errors,
+    open_source,
+    raise_on_sigterm,
+    render_table,
+    source_options,
+)
+from errscope.collector.units import parse_time
 from errscope.queries.detect import (
     DEFAULT_CONFIG,
     DeployReport,
@@ -54,31 +57,6 @@ _TABLE_COLUMNS: Final = (
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def _guarded(func: Callable[P, R]) -> Callable[P, R]:
-    """errscope.collector.cli's `handle_errors`, looked up when the command runs."""
-
-    @wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        from errscope.collector.cli import handle_errors  # noqa: PLC0415 - collector.cli imports us
-
-        return handle_errors(func)(*args, **kwargs)
-
-    return wrapper
-
-
-def _source(db: str | None, api: str | None, token: str | None) -> Any:
-    from errscope.collector.cli import open_source  # noqa: PLC0415 - collector.cli imports us
-
-    return open_source(db, api, token)
-
-
-def _duration(text: str, flag: str) -> timedelta:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=flag) from None
 
 
 def _as_of(text: str | None, flag: str = "--as-of") -> datetime | None:
@@ -131,13 +109,9 @@ def _catalog_option(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def _source_options(func: Callable[P, R]) -> Callable[P, R]:
+    """Where to read (`--db`, `--api`, `--token`) and the time judged (`--as-of`, `--known-by`)."""
     for option in reversed(
         [
-            click.option("--db", help="A store file, or a ducklake:postgres:... URL."),
-            click.option(
-                "--api", help="A running sidecar's query API, e.g. http://127.0.0.1:4320."
-            ),
-            click.option("--token", envvar="ERRSCOPE_TOKEN", help="Bearer token for --api."),
             click.option(
                 "--as-of",
                 "as_of",
@@ -152,12 +126,10 @@ def _source_options(func: Callable[P, R]) -> Callable[P, R]:
         ]
     ):
         func = option(func)
-    return func
+    return source_options(func)
 
 
 def _print_findings(items: Sequence[Finding], title: str) -> None:
-    from errscope.collector.cli import render_table  # noqa: PLC0415 - collector.cli imports us
-
     rows = []
     for f in items:
         d = finding_dict(f)
@@ -182,7 +154,7 @@ def _print_findings(items: Sequence[Finding], title: str) -> None:
 @_catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (docs/detection.md).")
 @_source_options
-@_guarded
+@handle_errors
 def check(
     *,
     service: str,
@@ -204,18 +176,16 @@ def check(
     Waits until a verdict is reached (healthy or regression) or --wait ends.  With
     --as-of the wait is replayed from that time on, without sleeping.
     """
-    from errscope.collector.cli import raise_on_sigterm  # noqa: PLC0415 - collector.cli imports us
-
     raise_on_sigterm()  # a cancelled pipeline job gets a line, not a silent 143
-    wait_td = _duration(wait, "--wait")
-    step = _duration(interval, "--interval")
+    wait_td = duration_flag(wait, "--wait")
+    step = duration_flag(interval, "--interval")
     if step <= timedelta(0):
         raise click.BadParameter("must be positive", param_hint="--interval")
     config = with_codes(DEFAULT_CONFIG, _codes(codes, catalogs))
     start = _as_of(as_of)
     known = _known_by(known_by, start)
     moving_known = known_by is not None and known_by.strip().lower() == "now"
-    source = _source(db, api, token)
+    source = open_source(db, api, token)
     now = start or datetime.now(UTC)
     deadline = now + wait_td
     while True:
@@ -269,7 +239,7 @@ def check(
 @_catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (docs/detection.md).")
 @_source_options
-@_guarded
+@handle_errors
 def findings(
     *,
     service: str | None,
@@ -284,11 +254,9 @@ def findings(
     known_by: str | None,
 ) -> None:
     """List current findings: deploy regressions, new signatures, spikes, loop misuse."""
-    from errscope.collector.cli import raise_on_sigterm  # noqa: PLC0415 - collector.cli imports us
-
     raise_on_sigterm()  # a Ctrl-C inside a DuckDB query is an interruption, not a bug
     config = with_codes(DEFAULT_CONFIG, _codes(codes, catalogs))
-    source = _source(db, api, token)
+    source = open_source(db, api, token)
     when = _as_of(as_of)
     found = detect_all(
         source,

@@ -6,13 +6,10 @@ file that no sidecar holds (`--db PATH`).  This command validates the flags, the
 source over in environment variables (the token never appears on a command line), and
 forwards SIGINT/SIGTERM to it.  It prints one line with the URL once the child starts;
 the exit status is the child's.
-
-collector.cli registers this command; it imports nothing from errscope.collector.cli.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import signal
 import socket
@@ -26,7 +23,7 @@ from typing import Final
 import click
 
 from errscope.collector.errors import ErrscopeError
-from errscope.collector.ports import bind_refusal
+from errscope.collector.ports import bind_refusal, is_loopback
 from errscope.collector.units import parse_duration, parse_time
 from errscope.queries.source import ApiSource
 
@@ -47,15 +44,6 @@ def app_path() -> Path:
     if spec is None or spec.origin is None:
         raise click.ClickException("the dashboards package is not installed")
     return Path(spec.origin).parent / "app.py"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def free_port(host: str = _ADDRESS) -> int:
@@ -196,7 +184,7 @@ def dashboard(
 ) -> None:
     """Open the Streamlit dashboard on a sidecar's query API or a database file."""
     refresh_s = _check_flags(api, db, as_of, refresh)
-    if not _is_loopback(host) and not token:
+    if not is_loopback(host) and not token:
         # The dashboard has no login of its own: off loopback it must at least sit on a
         # token-protected sidecar, and behind an authenticating proxy (docs/dashboard.md).
         raise click.UsageError("--host other than loopback needs --token (or ERRSCOPE_TOKEN)")
@@ -222,7 +210,3 @@ def dashboard(
             signal.signal(s, handler)
     if code not in (0, -signal.SIGINT, -signal.SIGTERM):
         sys.exit(code if code > 0 else 1)
-
-
-if __name__ == "__main__":
-    dashboard()

@@ -9,8 +9,6 @@ stops with one line when there is none.  Progress goes to stderr; when the back-
 done, one JSON line on stdout says what was written and where the story's moments are
 (`{"event": "backfilled", ...}`).  SIGTERM and SIGINT stop live traffic, flush what is
 queued and exit 0.
-
-collector.cli registers this command; it imports nothing from errscope.collector.cli.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, NoReturn
 import click
 import orjson
 
+from errscope.collector.cli._common import EXIT_USAGE
 from errscope.collector.errors import RulesError
 from errscope.collector.scrub.engine import Scrubber
 from errscope.collector.scrub.rules import load_rules
@@ -29,12 +30,10 @@ from errscope.collector.scrub.tracebacks import redact_traceback
 
 __all__ = ["scrub"]
 
-_EXIT_USAGE = 2
-
 
 def _fail(message: str) -> NoReturn:
     click.echo(message, err=True)
-    sys.exit(_EXIT_USAGE)
+    sys.exit(EXIT_USAGE)
 
 
 @click.command("scrub")
@@ -137,7 +136,3 @@ def _run_jsonl(
         except TypeError:
             out = json.dumps(record).encode("ascii")  # escapes what orjson cannot encode
         stdout.write(out + b"\n")
-
-
-if __name__ == "__main__":
-    scrub()

@@ -7,27 +7,23 @@ Rows go through the destination's own append methods, so they are validated agai
 de-duplicated on the same keys: running the copy twice stores nothing the second time
 (redaction counts, which are summed rather than keyed, are copied only into a store that
 has none yet).  The source is opened read-only; a file held by a running sidecar is
-refused with the usual LOCKED error.
-
-Errors print one line (`error[kind] entry.field: message — hint`) and exit 2, as every
-errscope command does; this module does not import errscope.collector.cli, which imports it.
+refused with the usual LOCKED error.  Errors and interruptions end as every errscope
+command's do (`errscope.collector.cli._common.handle_errors`).
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterator
-from functools import wraps
 from pathlib import Path
-from typing import Final, ParamSpec, TypeVar
+from typing import Final
 
 import click
 import duckdb
 import pyarrow as pa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from errscope.collector.errors import ErrscopeError, StoreError, StoreErrorKind
+from errscope.collector.cli._common import handle_errors, raise_on_sigterm
+from errscope.collector.errors import StoreError, StoreErrorKind
 from errscope.collector.lake import DuckLakeStore, mask_secrets
 from errscope.collector.record import (
     TOOL_CALLS_SCHEMA,
@@ -40,38 +36,11 @@ from errscope.collector.stores import open_store
 
 __all__ = ["CopyReport", "copy_store", "migrate"]
 
-_EXIT_USAGE: Final = 2
-_EXIT_INTERNAL: Final = 70
 _CHUNK_ROWS: Final = 50_000
 _PROGRESS_MIN_ROWS: Final = 100_000
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
 CopyReport = dict[str, tuple[int, int]]
 """Per table: (rows read from the source, rows newly stored in the destination)."""
-
-
-def _one_line_errors(func: Callable[P, R]) -> Callable[P, R]:
-    @wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return func(*args, **kwargs)
-        except ErrscopeError as exc:
-            click.echo(exc.describe(), err=True)
-            sys.exit(_EXIT_USAGE)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
-        except Exception as exc:
-            if os.environ.get("ERRSCOPE_DEBUG") == "1":
-                raise
-            click.echo(
-                f"error[internal] unexpected {type(exc).__name__}; rerun with ERRSCOPE_DEBUG=1",
-                err=True,
-            )
-            sys.exit(_EXIT_INTERNAL)
-
-    return wrapper
 
 
 def _tool_call_chunks(source: DuckDBStore) -> Iterator[pa.Table]:
@@ -146,9 +115,10 @@ def copy_store(
     default=None,
     help="Where a new lake keeps its Parquet files (a directory or object-store URL).",
 )
-@_one_line_errors
+@handle_errors
 def migrate(source_path: Path, dest_url: str, data_path: str | None) -> None:
     """Copy a DuckDB file store into a DuckLake (or another store); safe to re-run."""
+    raise_on_sigterm()  # a cancelled copy says so (it is safe to re-run), never "internal"
     if not source_path.exists():
         raise StoreError(
             StoreErrorKind.UNREADABLE,

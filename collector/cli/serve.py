@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from errscope.collector.cli._common import handle_errors
 from errscope.collector.errors import ConfigError, ConfigErrorKind, StoreError, StoreErrorKind
 from errscope.collector.lake import mask_secrets
 from errscope.collector.pipeline import NonToolPolicy
@@ -100,6 +101,7 @@ def _off(value: str) -> str | None:
     type=click.Path(exists=True, dir_okay=False),
     help="A user catalog file; its codes are stored as themselves, not as unknown (repeatable).",
 )
+@handle_errors
 def serve(
     *,
     otlp_grpc: str,
@@ -123,29 +125,23 @@ def serve(
     74 when the store's final checkpoint fails on SIGTERM (a full disk: the acknowledged
     spans stay in its write-ahead log, folded in at the next start).
     """
-    from errscope.collector.cli import handle_errors  # noqa: PLC0415 - collector.cli imports this module
-
-    @handle_errors
-    def _go() -> None:
-        configure_logging(log_format)
-        config = ServeConfig(
-            otlp_grpc=_off(otlp_grpc),
-            otlp_http=_off(otlp_http),
-            api=_off(api),
-            store=store,
-            data_path=data_path or None,
-            token=token or None,
-            insecure=insecure,
-            forward=_off(forward) if forward else None,
-            store_memory=None if store_memory == "default" else store_memory,
-            max_body_bytes=max_body_bytes,
-            max_inflight_bytes=max_inflight_bytes,
-            non_tool=NonToolPolicy(non_tool),
-            catalog_files=tuple(catalogs),
-        )
-        raise SystemExit(run(config))
-
-    _go()
+    configure_logging(log_format)
+    config = ServeConfig(
+        otlp_grpc=_off(otlp_grpc),
+        otlp_http=_off(otlp_http),
+        api=_off(api),
+        store=store,
+        data_path=data_path or None,
+        token=token or None,
+        insecure=insecure,
+        forward=_off(forward) if forward else None,
+        store_memory=None if store_memory == "default" else store_memory,
+        max_body_bytes=max_body_bytes,
+        max_inflight_bytes=max_inflight_bytes,
+        non_tool=NonToolPolicy(non_tool),
+        catalog_files=tuple(catalogs),
+    )
+    raise SystemExit(run(config))
 
 
 @click.command()
@@ -162,6 +158,7 @@ def serve(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write to a store file no sidecar holds.",
 )
+@handle_errors
 def deploy(
     *,
     service: str,
@@ -173,84 +170,76 @@ def deploy(
     db: Path | None,
 ) -> None:
     """Mark a deploy of SERVICE at VERSION (a pipeline calls this after a rollout)."""
-    from errscope.collector.cli import handle_errors  # noqa: PLC0415
-
-    @handle_errors
-    def _go() -> None:
-        try:
-            ts = parse_time(when) if when else datetime.now(UTC)
-        except ValueError as exc:
-            raise click.BadParameter(
-                f"{exc} (ISO 8601 or a duration ago)", param_hint="--time"
-            ) from None
-        if ts > datetime.now(UTC) + timedelta(minutes=5):
-            raise click.BadParameter("in the future", param_hint="--time")
-        mark = Deploy(
-            service=service, version=version_, environment=environment, ts=ts, source="cli"
+    try:
+        ts = parse_time(when) if when else datetime.now(UTC)
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"{exc} (ISO 8601 or a duration ago)", param_hint="--time"
+        ) from None
+    if ts > datetime.now(UTC) + timedelta(minutes=5):
+        raise click.BadParameter("in the future", param_hint="--time")
+    mark = Deploy(service=service, version=version_, environment=environment, ts=ts, source="cli")
+    mark.validate()
+    # Checked here too, so a label holding a secret never leaves this machine.
+    refuse_secret_labels(mark, default_scrubber())
+    if db is not None:
+        if not db.exists():  # a mistyped path must not start a new, unread store
+            raise StoreError(
+                StoreErrorKind.UNREADABLE,
+                "database file does not exist",
+                entry=str(db),
+                hint="pass the path of a store written by `errscope serve` or `errscope run`",
+            )
+        with DuckDBStore(db) as store:
+            store.add_deploys([mark])
+        click.echo(f"marked {service} {version_} at {ts.isoformat()} in {db}")
+        return
+    base = (api or os.environ.get("ERRSCOPE_API") or "http://127.0.0.1:4320").rstrip("/")
+    if split_http_url(base) is None:
+        raise ConfigError(
+            ConfigErrorKind.BAD_VALUE,
+            "the sidecar's API address must be an http(s) URL",
+            entry=mask_secrets(base),
+            field="api",
+            hint="for example http://127.0.0.1:4320",
         )
-        mark.validate()
-        # Checked here too, so a label holding a secret never leaves this machine.
-        refuse_secret_labels(mark, default_scrubber())
-        if db is not None:
-            if not db.exists():  # a mistyped path must not start a new, unread store
-                raise StoreError(
-                    StoreErrorKind.UNREADABLE,
-                    "database file does not exist",
-                    entry=str(db),
-                    hint="pass the path of a store written by `errscope serve` or `errscope run`",
-                )
-            with DuckDBStore(db) as store:
-                store.add_deploys([mark])
-            click.echo(f"marked {service} {version_} at {ts.isoformat()} in {db}")
-            return
-        base = (api or os.environ.get("ERRSCOPE_API") or "http://127.0.0.1:4320").rstrip("/")
-        if split_http_url(base) is None:
-            raise ConfigError(
-                ConfigErrorKind.BAD_VALUE,
-                "the sidecar's API address must be an http(s) URL",
-                entry=mask_secrets(base),
-                field="api",
-                hint="for example http://127.0.0.1:4320",
-            )
-        url = base + "/v1/deploys"
-        shown = mask_secrets(url)  # an URL's password never reaches the terminal
-        body = json.dumps(
-            {
-                "service": service,
-                "version": version_,
-                "environment": environment,
-                "ts": ts.isoformat(),
-                "source": "cli",
-            }
-        ).encode()
-        headers = {"Content-Type": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
-                answer = response.read(4096)
-        except urllib.error.HTTPError as exc:
-            raise _refused(exc, shown) from None
-        except OSError as exc:
-            raise ConfigError(
-                ConfigErrorKind.UNREADABLE,
-                f"cannot reach the sidecar ({type(exc).__name__})",
-                entry=shown,
-                hint="is `errscope serve` running? or pass --db PATH",
-            ) from None
-        if response.status != HTTPStatus.CREATED or not _is_deploy_answer(answer):
-            # Some other server (a web page) answered 200: nothing was marked.
-            raise ConfigError(
-                ConfigErrorKind.UNREADABLE,
-                f"the answer (HTTP {response.status}) is not an errscope sidecar's",
-                entry=shown,
-                field="api",
-                hint="point --api at the sidecar's API address (its --api flag)",
-            )
-        click.echo(f"marked {service} {version_} at {ts.isoformat()}")
-
-    _go()
+    url = base + "/v1/deploys"
+    shown = mask_secrets(url)  # an URL's password never reaches the terminal
+    body = json.dumps(
+        {
+            "service": service,
+            "version": version_,
+            "environment": environment,
+            "ts": ts.isoformat(),
+            "source": "cli",
+        }
+    ).encode()
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            answer = response.read(4096)
+    except urllib.error.HTTPError as exc:
+        raise _refused(exc, shown) from None
+    except OSError as exc:
+        raise ConfigError(
+            ConfigErrorKind.UNREADABLE,
+            f"cannot reach the sidecar ({type(exc).__name__})",
+            entry=shown,
+            hint="is `errscope serve` running? or pass --db PATH",
+        ) from None
+    if response.status != HTTPStatus.CREATED or not _is_deploy_answer(answer):
+        # Some other server (a web page) answered 200: nothing was marked.
+        raise ConfigError(
+            ConfigErrorKind.UNREADABLE,
+            f"the answer (HTTP {response.status}) is not an errscope sidecar's",
+            entry=shown,
+            field="api",
+            hint="point --api at the sidecar's API address (its --api flag)",
+        )
+    click.echo(f"marked {service} {version_} at {ts.isoformat()}")
 
 
 def _is_deploy_answer(body: bytes) -> bool:
