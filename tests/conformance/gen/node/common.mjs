@@ -106,6 +106,14 @@ export const TOOLS = {
       return res.json();
     },
   },
+  export_report: {
+    description: 'Export a generated report.',
+    schema: z.object({ report_id: z.string() }),
+    async run({ report_id }, _t, signal) {
+      const res = await call(`/slow/${encodeURIComponent(report_id)}`, { signal });
+      return res.json();
+    },
+  },
   summarize_ledger: {
     description: 'Summarize an account ledger.',
     schema: z.object({ account_id: z.string() }),
@@ -117,8 +125,9 @@ export const TOOLS = {
   },
 };
 
-// The scripted conversations: one tool call each, then the model's final answer.
-export function scenarios(abbr, hex) {
+// The scripted conversations: one tool call each, then the model's final answer.  `extra`
+// rows are failures only some frameworks can produce (their own timeout, an approval denied).
+export function scenarios(abbr, hex, extra = []) {
   const c = (n, kind) => canary(abbr, hex, n, kind);
   const rows = [
     [1, 'get_weather', (a) => ({ city: a }), 'ok'],
@@ -130,6 +139,7 @@ export function scenarios(abbr, hex) {
     [7, 'delete_file', (a) => ({ path: `/srv/exports/${a}.csv` }), 'HTTP 403'],
     [8, 'fetch_report', (a) => ({ report_id: a }), 'client timeout'],
     [9, 'summarize_ledger', (a) => ({ account_id: a }), 'unexpected SyntaxError'],
+    ...extra,
   ];
   return rows.map(([n, tool, args, what]) => ({
     n,

@@ -55,7 +55,7 @@ const toolsFor = (s) =>
   Object.fromEntries(
     Object.entries(TOOLS).map(([name, t]) => [
       name,
-      tool(async (args) => JSON.stringify(await t.run(args, s.result)), {
+      tool(async (args, config) => JSON.stringify(await t.run(args, s.result, config?.signal)), {
         name,
         description: t.description,
         schema: t.schema,
@@ -73,7 +73,9 @@ const agent = RunnableLambda.from(async ({ s, callId }, config) => {
     if (!ai.tool_calls?.length) return ai.content;
     for (const tc of ai.tool_calls) {
       try {
-        messages.push(await tools[tc.name].invoke(tc, config));
+        // export_report runs under LangChain's own per-call timeout (RunnableConfig.timeout).
+        const callConfig = tc.name === 'export_report' ? { ...config, timeout: 250 } : config;
+        messages.push(await tools[tc.name].invoke(tc, callConfig));
       } catch (err) {
         messages.push(new ToolMessage({ content: `Error: ${err.message}`, tool_call_id: tc.id, name: tc.name, status: 'error' }));
       }
@@ -82,7 +84,8 @@ const agent = RunnableLambda.from(async ({ s, callId }, config) => {
   throw new Error('agent loop did not finish');
 }).withConfig({ runName: 'support-agent' });
 
-for (const s of scenarios('lcjs', 'e61f27')) {
+const EXTRA = [[10, 'export_report', (a) => ({ report_id: a }), 'framework timeout']];
+for (const s of scenarios('lcjs', 'e61f27', EXTRA)) {
   const callId = `call_lcjs_${String(s.n).padStart(2, '0')}`;
   await agent.invoke({ s, callId }, { metadata: { session_id: s.session, user_id: 'user-lcjs-3' } });
 }

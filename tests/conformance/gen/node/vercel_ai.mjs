@@ -47,29 +47,59 @@ function scriptedModel(s, callId) {
   });
 }
 
+// Scenario 11's delete_file needs a human's approval (AI SDK 6 needsApproval), which is denied.
+const APPROVAL = 11;
 const toolsFor = (s) =>
   Object.fromEntries(
     Object.entries(TOOLS).map(([name, t]) => [
       name,
-      tool({ description: t.description, inputSchema: t.schema, execute: (args) => t.run(args, s.result) }),
+      tool({
+        description: t.description,
+        inputSchema: t.schema,
+        needsApproval: s.n === APPROVAL && name === 'delete_file',
+        execute: (args, { abortSignal }) => t.run(args, s.result, abortSignal),
+      }),
     ]),
   );
 
-for (const s of scenarios('vercel', 'b3d05a')) {
+const EXTRA = [
+  // The SDK's own step timeout (timeout.stepMs) aborts the tool through execute's abortSignal.
+  [10, 'export_report', (a) => ({ report_id: a }), 'framework step timeout'],
+  [APPROVAL, 'delete_file', (a) => ({ path: `/srv/exports/${a}.csv` }), 'approval denied'],
+];
+
+for (const s of scenarios('vercel', 'b3d05a', EXTRA)) {
   const callId = `call_vercel_${String(s.n).padStart(2, '0')}`;
-  const out = await generateText({
+  const settings = {
     model: scriptedModel(s, callId),
     system: 'You are a support agent. Use the tools.',
-    prompt: s.prompt,
     tools: toolsFor(s),
     stopWhen: stepCountIs(3),
     maxRetries: 0,
+    ...(s.n === 10 ? { timeout: { stepMs: 250 } } : {}),
     experimental_telemetry: {
       isEnabled: true,
       functionId: 'support-agent',
       metadata: { sessionId: s.session, userId: 'user-vercel-7' },
     },
-  });
+  };
+  const messages = [{ role: 'user', content: s.prompt }];
+  let out;
+  try {
+    out = await generateText({ ...settings, messages });
+  } catch (err) {
+    console.error(`vercel ${s.n} ${s.tool}: generateText threw ${err.name}: ${err.message}`);
+    continue;
+  }
+  const request = out.content.find((p) => p.type === 'tool-approval-request');
+  if (request) {
+    // The operator says no: the SDK answers the model with an execution-denied tool result.
+    messages.push(...out.response.messages, {
+      role: 'tool',
+      content: [{ type: 'tool-approval-response', approvalId: request.approvalId, approved: false, reason: 'exports are deleted by the data team only' }],
+    });
+    out = await generateText({ ...settings, messages });
+  }
   const parts = out.steps.flatMap((st) => st.content.map((p) => p.type));
   console.error(`vercel ${s.n} ${s.tool}: ${parts.join(',')}`);
 }
