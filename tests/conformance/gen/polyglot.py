@@ -10,7 +10,8 @@ reply slow enough to time a client out), runs the client once per OTLP transport
 replaces `tests/conformance/cases/<case>/payloads/` with what the exporters sent.  The
 truth.toml beside the payloads is hand-written and never touched here.
 
-`generate(case)` is the entry point for tests/conformance/regenerate.py; `CASES` names them.
+tests/conformance/regenerate.py reaches these through gen/{node,java,go}/cases.py
+(`cases_for(lang)`); `generate(case)` regenerates one case.
 Everything binds 127.0.0.1; no LLM API is called (the clients script their models).
 """
 
@@ -246,6 +247,15 @@ def generate(name: str) -> Path:
         shutil.copy2(path, payloads / path.name)
     print(f"{name}: {len(files)} payloads -> {payloads}", flush=True)
     return CASES_DIR / name
+
+
+def cases_for(lang: str) -> dict[str, Callable[[str], int]]:
+    """regenerate.py's view of one language: case name -> capture it, return the payload count."""
+
+    def run(name: str) -> int:
+        return sum(1 for _ in (generate(name) / "payloads").iterdir())
+
+    return {name: run for name, case in CASES.items() if case.lang == lang}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
