@@ -246,12 +246,10 @@ func main() {
 	ctx := context.Background()
 	var exporter sdktrace.SpanExporter
 	var err error
-	short := "grpc"
 	switch transport {
 	case "grpc":
 		exporter, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(os.Getenv("OTLP_GRPC_ENDPOINT")), otlptracegrpc.WithInsecure())
 	case "http-protobuf":
-		short = "proto"
 		exporter, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(os.Getenv("OTLP_HTTP_ENDPOINT")))
 	default:
 		log.Fatalf("unknown transport %s", transport)
@@ -277,7 +275,7 @@ func main() {
 	}
 	for i, p := range plan {
 		n := i + 1
-		invokeAgent(ctx, n, fmt.Sprintf("call_go_%s_%02d", short, n), p.tool, fmt.Sprintf(p.args, canary(n, "a")))
+		invokeAgent(ctx, n, fmt.Sprintf("call_go_%02d", n), p.tool, fmt.Sprintf(p.args, canary(n, "a")))
 	}
 	if err := provider.Shutdown(ctx); err != nil {
 		log.Fatal(err)

@@ -11,7 +11,6 @@ import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { TOOLS, exporterFor, scenarios } from './common.mjs';
 
 const transport = process.argv[2];
-const T = { grpc: 'grpc', 'http-protobuf': 'proto', 'http-json': 'json' }[transport];
 const provider = new NodeTracerProvider({
   resource: resourceFromAttributes({ 'service.name': 'support-agent-node' }),
   spanProcessors: [new BatchSpanProcessor(exporterFor(transport))],
@@ -122,7 +121,7 @@ async function invokeAgent(s, callId) {
 }
 
 for (const s of scenarios('nodeotel', '7c1e94')) {
-  const callId = `call_nodeotel_${T}_${String(s.n).padStart(2, '0')}`;
+  const callId = `call_nodeotel_${String(s.n).padStart(2, '0')}`;
   await context.with(context.active(), () => invokeAgent(s, callId));
 }
 await provider.shutdown();

@@ -264,7 +264,6 @@ public final class Agent {
           .setEndpoint(System.getenv("OTLP_HTTP_ENDPOINT")).build();
       default -> throw new IllegalArgumentException("unknown transport " + transport);
     };
-    String t = transport.equals("grpc") ? "grpc" : "proto";
     SdkTracerProvider provider = SdkTracerProvider.builder()
         .setResource(Resource.getDefault().merge(Resource.create(
             Attributes.of(AttributeKey.stringKey("service.name"), "support-agent-java"))))
@@ -273,7 +272,7 @@ public final class Agent {
     OpenTelemetrySdk sdk = OpenTelemetrySdk.builder().setTracerProvider(provider).build();
     tracer = sdk.getTracer("support-agent", "0.3.0");
     for (Scenario s : scenarios()) {
-      invokeAgent(s, String.format("call_java_%s_%02d", t, s.n()));
+      invokeAgent(s, String.format("call_java_%02d", s.n()));
     }
     provider.shutdown().join(30, TimeUnit.SECONDS);
   }
