@@ -56,8 +56,7 @@ def _grpc_server(out: Path, port: int) -> tuple[grpc.Server, int]:
 def _http_server(out: Path, port: int) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length)
+            body = self._read_body()
             if self.headers.get("Content-Encoding", "").lower() == "gzip":
                 body = gzip.decompress(body)
             kind = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
@@ -72,6 +71,18 @@ def _http_server(out: Path, port: int) -> ThreadingHTTPServer:
             self.send_header("Content-Length", str(len(answer)))
             self.end_headers()
             self.wfile.write(answer)
+
+        def _read_body(self) -> bytes:
+            # Node's OTLP exporters stream the body (Transfer-Encoding: chunked, no length).
+            if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            chunks = []
+            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()  # the CRLF after each chunk
+            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                pass  # trailers, if any, end with an empty line
+            return b"".join(chunks)
 
         def log_message(self, format: str, *args: object) -> None:
             return
