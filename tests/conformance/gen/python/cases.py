@@ -1,0 +1,40 @@
+"""The Python cases: which framework, at which pinned versions, through which scenario.
+
+Each entry names its venv (shared by cases that pin the same packages), the exact pins
+installed there, the scenario script (run inside that venv) and its arguments.
+regenerate.py calls `CASES[name]()` for each case it regenerates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from _driver import generate
+
+OTEL = "1.45.2"
+OTEL_PINS = [
+    f"opentelemetry-sdk=={OTEL}",
+    f"opentelemetry-exporter-otlp-proto-grpc=={OTEL}",
+    f"opentelemetry-exporter-otlp-proto-http=={OTEL}",
+]
+PYDANTIC_AI = ["pydantic-ai-slim==2.68.0", "httpx==0.28.1", *OTEL_PINS]
+PYDANTIC_AI_1 = [
+    "pydantic-ai-slim==1.0.0",
+    "httpx==0.28.1",
+    "opentelemetry-sdk==1.37.0",
+    "opentelemetry-exporter-otlp-proto-grpc==1.37.0",
+    "opentelemetry-exporter-otlp-proto-http==1.37.0",
+]
+
+
+def _case(venv: str, pins: list[str], script: str, *args: str) -> Callable[[str], int]:
+    return lambda case: generate(case, venv, pins, script, *args)
+
+
+CASES: dict[str, Callable[[str], int]] = {
+    "python-pydantic-ai": _case("pydantic-ai-2", PYDANTIC_AI, "pydantic_ai_scenario.py", "5"),
+    "python-pydantic-ai-v2": _case("pydantic-ai-2", PYDANTIC_AI, "pydantic_ai_scenario.py", "2"),
+    "python-pydantic-ai-1.0": _case(
+        "pydantic-ai-1.0", PYDANTIC_AI_1, "pydantic_ai_scenario.py", "1"
+    ),
+}
