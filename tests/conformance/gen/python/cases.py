@@ -26,6 +26,23 @@ PYDANTIC_AI_1 = [
     "opentelemetry-exporter-otlp-proto-http==1.37.0",
 ]
 
+AGENTS = [
+    "openai-agents==0.24.0",
+    "openinference-instrumentation-openai-agents==2.6.0",
+    "opentelemetry-instrumentation-openai-agents==0.62.4",
+    "httpx==0.28.1",
+    *OTEL_PINS,
+]
+LANGCHAIN = [
+    "langchain-core==1.8.1",
+    "langgraph==1.2.22",
+    "openinference-instrumentation-langchain==0.1.80",
+    "opentelemetry-instrumentation-langchain==0.62.4",
+    "httpx==0.28.1",
+    *OTEL_PINS,
+]
+MCP = ["mcp==2.3.0", "opentelemetry-instrumentation-mcp==0.62.4", "httpx==0.28.1", *OTEL_PINS]
+
 
 def _case(venv: str, pins: list[str], script: str, *args: str) -> Callable[[str], int]:
     return lambda case: generate(case, venv, pins, script, *args)
