@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -544,8 +545,9 @@ class Figures:
 def _candidates(call: dict[str, Any], spans: list[Span]) -> set[tuple[str, str]]:
     key = call["key"]
     if "call_id" in key:
-        want = str(key["call_id"])
-        return {(s.trace_id, s.span_id) for s in spans if any(want in x for x in s.strings)}
+        # the id as a whole token: call_x_1 is not inside call_x_10
+        want = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(str(key['call_id']))}(?![A-Za-z0-9_])")
+        return {(s.trace_id, s.span_id) for s in spans if any(want.search(x) for x in s.strings)}
     traces: list[str] = []
     for s in spans:
         if s.trace_id not in traces:

@@ -54,4 +54,16 @@ CASES: dict[str, Callable[[str], int]] = {
     "python-pydantic-ai-1.0": _case(
         "pydantic-ai-1.0", PYDANTIC_AI_1, "pydantic_ai_scenario.py", "1"
     ),
+    "python-openai-agents-openinference": _case(
+        "agents", AGENTS, "openai_agents_scenario.py", "openinference"
+    ),
+    "python-openai-agents-openllmetry": _case(
+        "agents", AGENTS, "openai_agents_scenario.py", "openllmetry"
+    ),
+    "python-langgraph-openinference": _case(
+        "langchain", LANGCHAIN, "langchain_scenario.py", "openinference"
+    ),
+    "python-langgraph-openllmetry": _case(
+        "langchain", LANGCHAIN, "langchain_scenario.py", "openllmetry"
+    ),
 }

@@ -20,9 +20,13 @@ from typing import Any
 from _scenario import Stub, canary, compute, delete_file, http_get, job_lookup, tracing, weather
 from agents import Agent, ModelResponse, RunConfig, Runner, function_tool, set_trace_processors
 from agents.models.interface import Model
+from agents.tracing import generation_span
 from agents.usage import Usage
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
-from openai.types.responses import ResponseOutputText
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
 
 CASE = os.environ["CASE"]
 C = {n: canary(CASE, n) for n in range(1, 20)}
@@ -42,10 +46,18 @@ RUNS: list[tuple[str, dict[str, Any], str]] = [
 current = [0]
 
 
+def _messages(input: Any) -> list[Any]:
+    if isinstance(input, str):
+        return [{"role": "user", "content": input}]
+    return [i if isinstance(i, dict) else i.model_dump() for i in input]
+
+
 class Scripted(Model):
     """First turn: the run's tool call; after the tool's answer: a final text."""
 
-    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
         items = input if isinstance(input, list) else []
         answered = any(
             (item.get("type") if isinstance(item, dict) else getattr(item, "type", None))
@@ -60,10 +72,20 @@ class Scripted(Model):
         else:
             tool, args, call_id = RUNS[current[0]]
             out = ResponseFunctionToolCall(
-                type="function_call", call_id=call_id, name=tool, arguments=json.dumps(args),
-                id=f"fc_{call_id}", status="completed",
+                type="function_call",
+                call_id=call_id,
+                name=tool,
+                arguments=json.dumps(args),
+                id=f"fc_{call_id}",
+                status="completed",
             )
-        return ModelResponse(output=[out], usage=Usage(), response_id=None)
+        # as the SDK's own OpenAIChatCompletionsModel does: a generation span per model call
+        with generation_span(
+            input=[{"role": "system", "content": system_instructions}, *_messages(input)],
+            output=[out.model_dump()],
+            model="scripted",
+        ):
+            return ModelResponse(output=[out], usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
@@ -132,8 +154,16 @@ async def main() -> None:
         name="helper",
         instructions=f"be careful {C[13]}",
         model=Scripted(),
-        tools=[get_weather, get_job, delete_file_tool, fetch_quota, fetch_doc, slow_report,
-               wait_for_batch, compute_tool],
+        tools=[
+            get_weather,
+            get_job,
+            delete_file_tool,
+            fetch_quota,
+            fetch_doc,
+            slow_report,
+            wait_for_batch,
+            compute_tool,
+        ],
     )
     for n in range(len(RUNS)):
         current[0] = n
