@@ -66,4 +66,6 @@ CASES: dict[str, Callable[[str], int]] = {
     "python-langgraph-openllmetry": _case(
         "langchain", LANGCHAIN, "langchain_scenario.py", "openllmetry"
     ),
+    "python-mcp-server": _case("mcp", MCP, "mcp_scenario.py", "server"),
+    "python-mcp-client": _case("mcp", MCP, "mcp_scenario.py", "client"),
 }
