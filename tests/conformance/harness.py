@@ -73,7 +73,7 @@ class Payload:
 
     seq: int
     transport: str
-    body: bytes
+    body: bytes = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,8 @@ class Case:
 
     name: str
     path: Path
-    truth: dict[str, Any]
-    payloads: tuple[Payload, ...]
+    truth: dict[str, Any] = field(repr=False)
+    payloads: tuple[Payload, ...] = field(repr=False)
 
     @property
     def language(self) -> str:

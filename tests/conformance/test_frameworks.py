@@ -6,7 +6,9 @@ case to its measured figures so none gets worse.  The figures: report.py prints 
 
 from __future__ import annotations
 
+import atexit
 import functools
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -33,6 +35,7 @@ RUNS = [pytest.param(c, p, id=f"{c.name}-{p}") for c in ALL for p in paths_of(c)
 SIDECAR_RUNS = [pytest.param(c, p, id=f"{c.name}-{p}") for c in ALL for p in c.transports]
 CASE_PARAMS = [pytest.param(c, id=c.name) for c in ALL]
 _WORK = Path(tempfile.mkdtemp(prefix="conformance-runs-"))
+atexit.register(shutil.rmtree, _WORK, ignore_errors=True)
 
 
 @functools.cache
