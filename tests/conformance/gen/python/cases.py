@@ -1,0 +1,71 @@
+"""The Python cases: which framework, at which pinned versions, through which scenario.
+
+Each entry names its venv (shared by cases that pin the same packages), the exact pins
+installed there, the scenario script (run inside that venv) and its arguments.
+regenerate.py calls `CASES[name]()` for each case it regenerates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from _driver import generate
+
+OTEL = "1.45.2"
+OTEL_PINS = [
+    f"opentelemetry-sdk=={OTEL}",
+    f"opentelemetry-exporter-otlp-proto-grpc=={OTEL}",
+    f"opentelemetry-exporter-otlp-proto-http=={OTEL}",
+]
+PYDANTIC_AI = ["pydantic-ai-slim==2.68.0", "httpx==0.28.1", *OTEL_PINS]
+PYDANTIC_AI_1 = [
+    "pydantic-ai-slim==1.0.0",
+    "httpx==0.28.1",
+    "opentelemetry-sdk==1.37.0",
+    "opentelemetry-exporter-otlp-proto-grpc==1.37.0",
+    "opentelemetry-exporter-otlp-proto-http==1.37.0",
+]
+
+AGENTS = [
+    "openai-agents==0.24.0",
+    "openinference-instrumentation-openai-agents==2.6.0",
+    "opentelemetry-instrumentation-openai-agents==0.62.4",
+    "httpx==0.28.1",
+    *OTEL_PINS,
+]
+LANGCHAIN = [
+    "langchain-core==1.8.1",
+    "langgraph==1.2.22",
+    "openinference-instrumentation-langchain==0.1.80",
+    "opentelemetry-instrumentation-langchain==0.62.4",
+    "httpx==0.28.1",
+    *OTEL_PINS,
+]
+MCP = ["mcp==2.3.0", "opentelemetry-instrumentation-mcp==0.62.4", "httpx==0.28.1", *OTEL_PINS]
+
+
+def _case(venv: str, pins: list[str], script: str, *args: str) -> Callable[[str], int]:
+    return lambda case: generate(case, venv, pins, script, *args)
+
+
+CASES: dict[str, Callable[[str], int]] = {
+    "python-pydantic-ai": _case("pydantic-ai-2", PYDANTIC_AI, "pydantic_ai_scenario.py", "5"),
+    "python-pydantic-ai-v2": _case("pydantic-ai-2", PYDANTIC_AI, "pydantic_ai_scenario.py", "2"),
+    "python-pydantic-ai-1.0": _case(
+        "pydantic-ai-1.0", PYDANTIC_AI_1, "pydantic_ai_scenario.py", "1"
+    ),
+    "python-openai-agents-openinference": _case(
+        "agents", AGENTS, "openai_agents_scenario.py", "openinference"
+    ),
+    "python-openai-agents-openllmetry": _case(
+        "agents", AGENTS, "openai_agents_scenario.py", "openllmetry"
+    ),
+    "python-langgraph-openinference": _case(
+        "langchain", LANGCHAIN, "langchain_scenario.py", "openinference"
+    ),
+    "python-langgraph-openllmetry": _case(
+        "langchain", LANGCHAIN, "langchain_scenario.py", "openllmetry"
+    ),
+    "python-mcp-server": _case("mcp", MCP, "mcp_scenario.py", "server"),
+    "python-mcp-client": _case("mcp", MCP, "mcp_scenario.py", "client"),
+}
