@@ -369,8 +369,8 @@ def _duration(text: str, flag: str) -> timedelta:
 
 def _existing_store(db: str) -> Any:
     """A store to change in place: a DuckDB file that exists, or a `ducklake:` URL."""
-    from errscope.collector.lake import LAKE_PREFIX  # noqa: PLC0415
-    from errscope.collector.stores import open_store  # noqa: PLC0415
+    from errscope.collector.store import open_store  # noqa: PLC0415
+    from errscope.collector.store.lake import LAKE_PREFIX  # noqa: PLC0415
 
     if not db.startswith(LAKE_PREFIX) and not Path(db).is_file():
         raise click.BadParameter("no such file (or a ducklake:postgres:... URL)", param_hint="--db")
@@ -408,7 +408,7 @@ def maintain(db: str, keep_snapshots: str) -> None:
     Run it from one place (one sidecar host, or cron), not from every pod.  A DuckDB file
     needs no maintenance (DuckDB checkpoints it).
     """
-    from errscope.collector.lake import LAKE_PREFIX  # noqa: PLC0415
+    from errscope.collector.store.lake import LAKE_PREFIX  # noqa: PLC0415
 
     if not db.startswith(LAKE_PREFIX):
         raise click.BadParameter(

@@ -28,15 +28,15 @@ import pyarrow as pa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from errscope.collector.errors import ErrscopeError, StoreError, StoreErrorKind
-from errscope.collector.lake import DuckLakeStore, mask_secrets
 from errscope.collector.record import (
     TOOL_CALLS_SCHEMA,
     Deploy,
     RedactionCount,
     TracebackSample,
 )
-from errscope.collector.store import DuckDBStore
-from errscope.collector.stores import open_store
+from errscope.collector.store import open_store
+from errscope.collector.store.duckdb import DuckDBStore
+from errscope.collector.store.lake import DuckLakeStore, mask_secrets
 
 __all__ = ["CopyReport", "copy_store", "migrate"]
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import click
 
 from errscope.collector.errors import ConfigError, ConfigErrorKind, StoreError, StoreErrorKind
-from errscope.collector.lake import mask_secrets
 from errscope.collector.pipeline import NonToolPolicy
 from errscope.collector.record import Deploy
 from errscope.collector.scrub import default_scrubber
@@ -24,7 +23,8 @@ from errscope.collector.serve import (
     refuse_secret_labels,
     run,
 )
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
+from errscope.collector.store.lake import mask_secrets
 from errscope.collector.units import parse_time
 from errscope.queries.source import split_http_url
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from errscope.collector.lake import DuckLakeStore
 from errscope.collector.lake_cli import migrate
 from errscope.collector.record import Deploy, RedactionCount
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
+from errscope.collector.store.lake import DuckLakeStore
 from errscope.queries.runner import run_query
 from tests.factories import T0, make_call
 

@@ -1,4 +1,4 @@
-"""store, the writing half of the sidecar: one writer thread, group commits, ack after commit.
+"""The writing half of the sidecar: one writer thread, group commits, ack after commit.
 
 Receivers `submit` a processed batch and wait on its `Ack`.  The single writer thread takes
 everything queued, waits up to `max_delay_s` for more (or until `max_spans`), merges it into
@@ -32,9 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, assert_never
 
-from errscope.collector.sink import StoreBatch, StoreSink, WriteResult
 from errscope.collector.spanview import SpanView
-from errscope.collector.store import StoreFault
+from errscope.collector.store.batch import StoreBatch, StoreSink, WriteResult
+from errscope.collector.store.protocol import StoreFault
 
 __all__ = ["Ack", "Writer"]
 
