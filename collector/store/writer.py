@@ -20,6 +20,9 @@ reopened, retried with backoff from `REOPEN_FIRST_DELAY_S` up to `REOPEN_MAX_DEL
 until it opens; the writer is healthy again once it has.  A store file deleted or replaced
 under the sidecar is not reopened (that would start an empty store):
 the writer stays unhealthy until an operator restarts it.
+
+Thread-safety: `submit` and `stop` may be called from any thread; the sink (`Sink`:
+write, fault, reopen) is called from the writer thread alone.
 """
 
 from __future__ import annotations
