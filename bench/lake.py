@@ -31,9 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from errscope.collector.lake import DuckLakeStore  # noqa: E402
 from errscope.collector.record import ToolCall, tool_calls_to_arrow  # noqa: E402
-from errscope.collector.store import DuckDBStore  # noqa: E402
+from errscope.collector.store.duckdb import DuckDBStore  # noqa: E402
+from errscope.collector.store.lake import DuckLakeStore  # noqa: E402
 from errscope.queries.runner import run_query  # noqa: E402
 from tests.lake.conftest import PG_ROLE, admin_sql, conninfo  # noqa: E402
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 from errscope.queries import detect
 from errscope.queries.runner import default_queries, run_query
 

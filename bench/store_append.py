@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from errscope.collector.record import ToolCall, tool_calls_to_arrow
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 CODES = ["ok"] * 8 + ["invalid_args", "not_found"]

@@ -36,8 +36,8 @@ from errscope.collector import semconv as sc
 from errscope.collector.catalog import Catalog
 from errscope.collector.gcpause import gc_paused
 from errscope.collector.pipeline import NonToolPolicy, Pipeline
-from errscope.collector.sink import StoreBatch, StoreSink
 from errscope.collector.spanview import from_readable, to_readable
+from errscope.collector.store.batch import StoreBatch, StoreSink
 
 __all__ = ["ScrubbingSpanExporter", "instrument"]
 
@@ -267,14 +267,14 @@ def instrument(
     sink = None
     if store is not None:
         from errscope.collector.errors import StoreError  # noqa: PLC0415
-        from errscope.collector.store import (  # noqa: PLC0415 - only services that store locally
+        from errscope.collector.store.duckdb import (  # noqa: PLC0415 - only services that store locally
             DEFAULT_MEMORY_LIMIT,
-            open_store,
+            open_file_store,
         )
 
         # The service's own process: DuckDB must not grow it by caching the whole table.
         try:
-            sink = StoreSink(open_store(store, memory_limit=DEFAULT_MEMORY_LIMIT))
+            sink = StoreSink(open_file_store(store, memory_limit=DEFAULT_MEMORY_LIMIT))
         except StoreError as exc:
             # Telemetry must not stop the service from starting: say why, store nothing.
             log.error(  # noqa: TRY400 - a code line, never a traceback

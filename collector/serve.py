@@ -30,7 +30,7 @@ Promises:
   the next start folds in;
 - a store DuckDB invalidates (a checkpoint failed on a full disk) is reopened while exports
   get 503, and a store file deleted under the sidecar stops every acknowledgement
-  (`errscope.collector.writer`).
+  (`errscope.collector.store.writer`).
 """
 
 from __future__ import annotations
@@ -97,17 +97,12 @@ from errscope.collector.ports import bind_refusal
 from errscope.collector.record import Deploy
 from errscope.collector.scrub import Scrubber, default_scrubber
 from errscope.collector.signals import set_soon
-from errscope.collector.sink import StoreBatch, StoreSink, WriteResult
 from errscope.collector.spanview import SpanView
-from errscope.collector.store import (
-    DEFAULT_MEMORY_LIMIT,
-    MEMORY_SIZE_HINT,
-    StoreFault,
-    is_memory_size,
-)
-from errscope.collector.stores import open_store
+from errscope.collector.store import StoreFault, open_store
+from errscope.collector.store.batch import StoreBatch, StoreSink, WriteResult
+from errscope.collector.store.duckdb import DEFAULT_MEMORY_LIMIT, MEMORY_SIZE_HINT, is_memory_size
+from errscope.collector.store.writer import Writer
 from errscope.collector.units import parse_time
-from errscope.collector.writer import Writer
 from errscope.queries.runner import json_value, run_query
 from errscope.queries.source import ARROW_STREAM
 

@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.ipc
 
 from errscope.collector.errors import QueryError, QueryErrorKind, StoreError, StoreErrorKind
-from errscope.collector.lake import mask_secrets
-from errscope.collector.stores import open_store
+from errscope.collector.store import open_store
+from errscope.collector.store.lake import mask_secrets
 from errscope.queries.runner import run_query
 
 __all__ = [

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from errscope.collector.record import ToolCall
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 from tests.factories import make_call
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 from tests.factories import T0, held_by_another_process, make_call
 
 ERRSCOPE = [sys.executable, "-m", "errscope.collector.cli"]

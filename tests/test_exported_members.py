@@ -8,6 +8,10 @@ import errscope.collector.catalog
 import errscope.collector.errors
 import errscope.collector.record
 import errscope.collector.store
+import errscope.collector.store.batch
+import errscope.collector.store.duckdb
+import errscope.collector.store.lake
+import errscope.collector.store.writer
 
 
 def test_error_tree_exports() -> None:
@@ -52,9 +56,23 @@ def test_all_names_exist() -> None:
         errscope.collector.errors,
         errscope.collector.record,
         errscope.collector.store,
+        errscope.collector.store.batch,
+        errscope.collector.store.duckdb,
+        errscope.collector.store.lake,
+        errscope.collector.store.writer,
     ):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
+
+
+def test_store_exports() -> None:
+    """errscope.collector.store exports the one Store protocol, its fault, prune report and opener."""
+    assert sorted(errscope.collector.store.__all__) == [
+        "PruneReport",
+        "Store",
+        "StoreFault",
+        "open_store",
+    ]
 
 
 def test_package_entry_points() -> None:

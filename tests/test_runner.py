@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from errscope.collector.errors import QueryError, QueryErrorKind
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 from errscope.queries.runner import (
     ParamType,
     bind_params,

@@ -22,8 +22,10 @@ from errscope.collector.record import (
     TracebackSample,
     validate_tool_calls,
 )
-from errscope.collector.sink import StoreBatch, StoreSink
-from errscope.collector.store import SCHEMA_VERSION, DuckDBStore, migrations, open_store
+from errscope.collector.store import open_store
+from errscope.collector.store.batch import StoreBatch, StoreSink
+from errscope.collector.store.duckdb import DuckDBStore
+from errscope.collector.store.migrations import SCHEMA_VERSION, migrations
 from tests.factories import T0, held_by_another_process, make_call
 
 

@@ -24,15 +24,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from errscope.collector.cli._common import handle_errors, raise_on_sigterm
 from errscope.collector.errors import StoreError, StoreErrorKind
-from errscope.collector.lake import DuckLakeStore, mask_secrets
 from errscope.collector.record import (
     TOOL_CALLS_SCHEMA,
     Deploy,
     RedactionCount,
     TracebackSample,
 )
-from errscope.collector.store import DuckDBStore
-from errscope.collector.stores import open_store
+from errscope.collector.store import open_store
+from errscope.collector.store.duckdb import DuckDBStore
+from errscope.collector.store.lake import DuckLakeStore, mask_secrets
 
 __all__ = ["CopyReport", "copy_store", "migrate"]
 

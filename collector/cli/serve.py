@@ -14,7 +14,6 @@ import click
 
 from errscope.collector.cli._common import handle_errors
 from errscope.collector.errors import ConfigError, ConfigErrorKind, StoreError, StoreErrorKind
-from errscope.collector.lake import mask_secrets
 from errscope.collector.pipeline import NonToolPolicy
 from errscope.collector.record import Deploy
 from errscope.collector.scrub import default_scrubber
@@ -25,7 +24,8 @@ from errscope.collector.serve import (
     refuse_secret_labels,
     run,
 )
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
+from errscope.collector.store.lake import mask_secrets
 from errscope.collector.units import parse_time
 from errscope.queries.source import split_http_url
 

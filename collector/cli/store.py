@@ -19,8 +19,8 @@ __all__ = ["maintain", "prune"]
 
 def _existing_store(db: str) -> Any:
     """A store to change in place: a DuckDB file that exists, or a `ducklake:` URL."""
-    from errscope.collector.lake import LAKE_PREFIX  # noqa: PLC0415
-    from errscope.collector.stores import open_store  # noqa: PLC0415
+    from errscope.collector.store import open_store  # noqa: PLC0415
+    from errscope.collector.store.lake import LAKE_PREFIX  # noqa: PLC0415
 
     if not db.startswith(LAKE_PREFIX) and not Path(db).is_file():
         raise click.BadParameter("no such file (or a ducklake:postgres:... URL)", param_hint="--db")
@@ -60,7 +60,7 @@ def maintain(db: str, keep_snapshots: str) -> None:
     needs no maintenance (DuckDB checkpoints it).
     """
     raise_on_sigterm()  # a Ctrl-C inside DuckLake's compaction is an interruption, not a bug
-    from errscope.collector.lake import LAKE_PREFIX  # noqa: PLC0415
+    from errscope.collector.store.lake import LAKE_PREFIX  # noqa: PLC0415
 
     if not db.startswith(LAKE_PREFIX):
         raise click.BadParameter(

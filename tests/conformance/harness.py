@@ -482,8 +482,8 @@ def run_inprocess(cases: Sequence[Case], work: Path) -> Stored:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from errscope.collector.export import ScrubbingSpanExporter
-    from errscope.collector.sink import StoreSink
     from errscope.collector.store import open_store
+    from errscope.collector.store.batch import StoreSink
 
     store = work / "inprocess.duckdb"
     inner = InMemorySpanExporter()

@@ -31,7 +31,7 @@ from errscope.collector.record import (
     RedactionCount,
     TracebackSample,
 )
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 
 AS_OF: Final = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 DEPLOY_AGO: Final = timedelta(minutes=60)

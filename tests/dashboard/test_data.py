@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 import streamlit as st
 
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 from errscope.dashboards import data, shape, source
 from errscope.queries import detect
 from errscope.queries.findings import Finding, FindingKind, finding_dict

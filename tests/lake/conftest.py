@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from errscope.collector.lake import DuckLakeStore
+from errscope.collector.store.lake import DuckLakeStore
 
 PG_HOST = os.environ.get("ERRSCOPE_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = os.environ.get("ERRSCOPE_TEST_PG_PORT", os.environ.get("PGPORT", "5432"))

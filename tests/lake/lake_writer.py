@@ -19,8 +19,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from errscope.collector.lake import DuckLakeStore
 from errscope.collector.record import ToolCall
+from errscope.collector.store.lake import DuckLakeStore
 
 # Every writer must build identical rows for a shared batch, so the base time is an
 # argument (--t0), never each process's own clock.

@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from errscope.collector.cli.migrate import migrate
-from errscope.collector.lake import DuckLakeStore
 from errscope.collector.record import Deploy, RedactionCount
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
+from errscope.collector.store.lake import DuckLakeStore
 from errscope.queries.runner import run_query
 from tests.factories import T0, make_call
 

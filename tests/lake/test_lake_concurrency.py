@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from errscope.collector.lake import DuckLakeStore
+from errscope.collector.store.lake import DuckLakeStore
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

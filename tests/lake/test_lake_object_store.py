@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from errscope.collector.errors import StoreError
-from errscope.collector.lake import DuckLakeStore, s3_secret_options
+from errscope.collector.store.lake import DuckLakeStore
+from errscope.collector.store.lake.extensions import s3_secret_options
 from tests.factories import make_call
 
 BUCKET = "errscope-lake"

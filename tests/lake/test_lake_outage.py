@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from errscope.collector.cli import main
 from errscope.collector.errors import StoreError
-from errscope.collector.lake import DuckLakeStore
+from errscope.collector.store.lake import DuckLakeStore
 from errscope.queries.runner import run_query
 from errscope.queries.source import FileSource
 from tests.factories import T0, make_call

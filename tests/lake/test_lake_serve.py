@@ -34,8 +34,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from errscope.collector.lake import DuckLakeStore
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
+from errscope.collector.store.lake import DuckLakeStore
 from errscope.queries.detect import detect_all, detect_deploy
 from errscope.queries.findings import Finding, FindingKind, Verdict
 from errscope.queries.source import ApiSource

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from errscope.collector.errors import StoreError, StoreErrorKind
-from errscope.collector.lake import DuckLakeStore
 from errscope.collector.pipeline import Processed
 from errscope.collector.record import (
     Deploy,
@@ -18,8 +17,10 @@ from errscope.collector.record import (
     TracebackSample,
     tool_calls_to_arrow,
 )
-from errscope.collector.sink import StoreBatch, StoreSink
-from errscope.collector.store import SCHEMA_VERSION, DuckDBStore
+from errscope.collector.store.batch import StoreBatch, StoreSink
+from errscope.collector.store.duckdb import DuckDBStore
+from errscope.collector.store.lake import DuckLakeStore
+from errscope.collector.store.migrations import SCHEMA_VERSION
 from errscope.queries.runner import run_query
 from tests.factories import T0, make_call
 

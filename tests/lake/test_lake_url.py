@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from errscope.collector.errors import StoreError, StoreErrorKind
-from errscope.collector.lake import mask_secrets, parse_lake_url
-from errscope.collector.store import DuckDBStore
-from errscope.collector.stores import open_store
+from errscope.collector.store import open_store
+from errscope.collector.store.duckdb import DuckDBStore
+from errscope.collector.store.lake import mask_secrets, parse_lake_url
 
 
 @pytest.mark.parametrize(

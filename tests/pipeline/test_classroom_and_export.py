@@ -20,9 +20,9 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from errscope.collector.catalog import load_catalog
 from errscope.collector.export import ScrubbingSpanExporter, instrument
 from errscope.collector.pipeline import Pipeline
-from errscope.collector.sink import StoreBatch, StoreSink
 from errscope.collector.spanview import SpanView, from_readable
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.batch import StoreBatch, StoreSink
+from errscope.collector.store.duckdb import DuckDBStore
 from tests.factories import held_by_another_process
 from tests.pipeline.spans import (
     DB_PASSWORD,

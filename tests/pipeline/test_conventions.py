@@ -15,7 +15,7 @@ from opentelemetry.trace import StatusCode
 from errscope.collector.classify import Matcher
 from errscope.collector.pipeline import NonToolPolicy, Pipeline
 from errscope.collector.spanview import from_readable
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 from tests.pipeline.spans import (
     DB_URL,
     GITHUB_TOKEN,
@@ -841,7 +841,7 @@ def test_second_pass_agrees_with_first() -> None:
 def test_non_tool_redactions_are_filed_under_their_service_and_hour() -> None:
     """A non-tool span's masked values count under its service and its start's hour."""
     from errscope.collector.pipeline import NON_TOOL
-    from errscope.collector.sink import StoreBatch
+    from errscope.collector.store.batch import StoreBatch
 
     span = make_span(
         "invoke_agent weather_agent",

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 from tests.queries.traffic import StoreSource
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 from errscope.queries import detect
 from errscope.queries.detect.stats import (
     benjamini_hochberg,

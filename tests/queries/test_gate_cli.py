@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from errscope.collector.cli.gate import check, findings
 from errscope.collector.record import Deploy, ToolCall
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 from tests.queries.traffic import DEPLOY_TS, Scenario
 
 REQUIRED_KEYS = {

@@ -8,7 +8,7 @@ import pytest
 
 from errscope.collector.errors import QueryError, QueryErrorKind
 from errscope.collector.record import Deploy, RedactionCount, TracebackSample
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 from errscope.queries.runner import bind_params, default_queries
 from tests.queries.traffic import StoreSource, call
 

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from errscope.collector.record import Deploy, ToolCall
-from errscope.collector.store import DuckDBStore
+from errscope.collector.store.duckdb import DuckDBStore
 from errscope.queries.runner import run_query
 
 #: The deploy time every scenario is built around.

@@ -32,7 +32,7 @@ from tests.sidecar.test_robustness import ids_of, post, stored_counts, tool_span
 _LOW_CHECKPOINT = [
     sys.executable,
     "-c",
-    "import sys, errscope.collector.store as s; s.CHECKPOINT_THRESHOLD = sys.argv.pop(1);"
+    "import sys, errscope.collector.store.duckdb as s; s.CHECKPOINT_THRESHOLD = sys.argv.pop(1);"
     " from errscope.collector.cli import main; main()",
     "64KiB",
 ]

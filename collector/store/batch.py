@@ -1,10 +1,14 @@
-"""store side of the pipeline: gather processed spans into one batch and commit it.
+"""Gather processed spans into one batch and commit it to a `Store`.
 
 `StoreBatch` collects what `Pipeline.process` returned for many spans: tool-call records,
 traceback samples, redaction counts (summed per hour, service, tool and rule) and the
 versions seen.  `StoreSink.write` commits a batch to a store and records a deploy row the
 first time a (service, version, environment) is seen.  The sidecar's single writer and the
 in-process exporter both use it, so both store exactly the same rows.
+
+`StoreSink` is typed against the `Store` protocol alone: what a store can promise about a
+failure part-way (one transaction, or a commit per table) is its `atomically`, and its
+faults are its `fault` and `reopen`.  Thread-safety: a sink serialises its own writes.
 """
 
 from __future__ import annotations
@@ -12,30 +16,18 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Final, Protocol
+from typing import Final
 
 from errscope.collector.pipeline import NON_TOOL, UNKNOWN_SERVICE, Processed
 from errscope.collector.record import Deploy, RedactionCount, ToolCall, TracebackSample
-from errscope.collector.store import DuckDBStore, StoreFault
+from errscope.collector.store.protocol import Store, StoreFault
 
-__all__ = ["MAX_COUNTED_SPANS", "Store", "StoreBatch", "StoreSink", "WriteResult"]
+__all__ = ["MAX_COUNTED_SPANS", "StoreBatch", "StoreSink", "WriteResult"]
 
 MAX_COUNTED_SPANS: Final = 65_536
-
-
-class Store(Protocol):
-    """What a sink needs of a store (DuckDBStore and the DuckLake store both provide it)."""
-
-    def append_tool_calls(self, calls: list[ToolCall]) -> int: ...
-    def append_tracebacks(self, samples: list[TracebackSample]) -> int: ...
-    def add_redactions(self, counts: list[RedactionCount]) -> int: ...
-    def add_deploys(self, deploys: list[Deploy]) -> int: ...
-    def known_versions(self) -> set[tuple[str, str, str | None]]: ...
-    def received_at_of(self, calls: Sequence[ToolCall]) -> dict[tuple[str, str], set[datetime]]: ...
-    def close(self) -> None: ...
 
 
 @dataclass
@@ -121,14 +113,13 @@ class StoreSink:
             self.store.close()
 
     def fault(self, *, probe: bool = True) -> StoreFault | None:
-        """Why the store can take no more writes, or None (always None but for a DuckDB file)."""
-        return self.store.fault(probe=probe) if isinstance(self.store, DuckDBStore) else None
+        """Why the store can take no more writes, or None (see `Store.fault`)."""
+        return self.store.fault(probe=probe)
 
     def reopen(self) -> None:
         """Reopen the store after `StoreFault.INVALIDATED`; raises while it cannot be opened."""
-        if isinstance(self.store, DuckDBStore):
-            with self._lock:
-                self.store.reopen()
+        with self._lock:
+            self.store.reopen()
 
     def write(self, batch: StoreBatch) -> WriteResult:
         """Commit the batch: calls first (the acknowledgement depends on them), then the rest.
@@ -148,11 +139,7 @@ class StoreSink:
                 if (s, v, e) not in self._known
             ]
             counted = self._uncounted_spans(batch)
-            atomically = getattr(self.store, "atomically", None)
-            if atomically is None:
-                result = self._write(batch, new)
-            else:
-                result = atomically(lambda: self._write(batch, new))
+            result = self.store.atomically(lambda: self._write(batch, new))
             self._known.update((d.service, d.version, d.environment) for d in new)
             self._remember_counted(counted)
         return result
@@ -186,7 +173,7 @@ class StoreSink:
                 del self._counted_spans[key]
 
     def _write(self, batch: StoreBatch, new_deploys: list[Deploy]) -> WriteResult:
-        """Every append of one batch; may run twice (see `DuckDBStore.atomically`)."""
+        """Every append of one batch; may run twice (see `Store.atomically`)."""
         calls = self.store.append_tool_calls(batch.calls) if batch.calls else 0
         redactions = batch.redactions
         if calls < len(batch.calls) and batch.call_redactions:

@@ -1,4 +1,4 @@
-"""store, the writing half of the sidecar: one writer thread, group commits, ack after commit.
+"""The writing half of the sidecar: one writer thread, group commits, ack after commit.
 
 Receivers `submit` a processed batch and wait on its `Ack`.  The single writer thread takes
 everything queued, waits up to `max_delay_s` for more (or until `max_spans`), merges it into
@@ -20,6 +20,9 @@ reopened, retried with backoff from `REOPEN_FIRST_DELAY_S` up to `REOPEN_MAX_DEL
 until it opens; the writer is healthy again once it has.  A store file deleted or replaced
 under the sidecar is not reopened (that would start an empty store):
 the writer stays unhealthy until an operator restarts it.
+
+Thread-safety: `submit` and `stop` may be called from any thread; the sink (`Sink`:
+write, fault, reopen) is called from the writer thread alone.
 """
 
 from __future__ import annotations
@@ -30,13 +33,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, assert_never
+from typing import Final, Protocol, assert_never
 
-from errscope.collector.sink import StoreBatch, StoreSink, WriteResult
 from errscope.collector.spanview import SpanView
-from errscope.collector.store import StoreFault
+from errscope.collector.store.batch import StoreBatch, WriteResult
+from errscope.collector.store.protocol import StoreFault
 
-__all__ = ["Ack", "Writer"]
+__all__ = ["Ack", "Sink", "Writer"]
 
 log = logging.getLogger("errscope.writer")
 
@@ -45,6 +48,22 @@ DEFAULT_MAX_DELAY_S: Final = 0.2
 DEFAULT_MAX_SPANS: Final = 5000
 REOPEN_FIRST_DELAY_S: Final = 0.2
 REOPEN_MAX_DELAY_S: Final = 10.0
+
+
+class Sink(Protocol):
+    """What the writer needs of where batches go (`StoreSink` in the sidecar)."""
+
+    def write(self, batch: StoreBatch) -> WriteResult:
+        """Commit the batch; raise when it was not written."""
+        ...
+
+    def fault(self, *, probe: bool = True) -> StoreFault | None:
+        """Why the store can take no more writes, or None (`Store.fault`)."""
+        ...
+
+    def reopen(self) -> None:
+        """Recover from `StoreFault.INVALIDATED`; raise while the store cannot be opened."""
+        ...
 
 
 class Ack:
@@ -65,6 +84,11 @@ class Ack:
         """True only when the batch was committed within `timeout_s`."""
         return self._done.wait(timeout_s) and self.ok
 
+    @property
+    def done(self) -> bool:
+        """Whether the writer has answered (committed or failed)."""
+        return self._done.is_set()
+
 
 @dataclass
 class _Item:
@@ -83,7 +107,7 @@ class Writer:
 
     def __init__(
         self,
-        sink: StoreSink,
+        sink: Sink,
         *,
         max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
         max_delay_s: float = DEFAULT_MAX_DELAY_S,

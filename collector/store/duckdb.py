@@ -1,13 +1,14 @@
-"""The DuckDB store: schema, migrations, bulk appends, de-duplication and retention.
+"""The DuckDB store: one database file, its migrations runner, bulk appends, de-duplication.
 
-A `DuckDBStore` owns one DuckDB database (a file, or `:memory:` in tests).  DuckDB lets
-one process hold a file for writing and no other process open it at all, so the store
-maps that lock failure to `StoreError(kind=LOCKED)` with a hint to read through the
-sidecar's query API instead.
+A `DuckDBStore` owns one DuckDB database (a file, or `:memory:` in tests) and provides the
+whole `Store` protocol.  DuckDB lets one process hold a file for writing and no other
+process open it at all, so the store maps that lock failure to `StoreError(kind=LOCKED)`
+with a hint to read through the sidecar's query API instead.  Retention and counts are
+`errscope.collector.store.retention`'s, shared with the DuckLake store.
 
 Promises:
 - the schema is created idempotently and migrated forward one file per version
-  (`collector/migrations/NNNN_*.sql`); a database newer than this code is refused;
+  (`collector/store/migrations/NNNN_*.sql`); a database newer than this code is refused;
 - appends are one Arrow `INSERT` statement per batch, which DuckDB commits as one
   transaction: a batch is stored whole or not at all, and `append_*` returns only after the commit;
 - (trace_id, span_id) is the primary key of `tool_calls`: a replayed batch inserts
@@ -42,10 +43,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
-from importlib import resources
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -66,110 +64,31 @@ from errscope.collector.record import (
     tracebacks_to_arrow,
     validate_tool_calls,
 )
+from errscope.collector.store.migrations import check_schema_readable, migrations
+from errscope.collector.store.protocol import StoreFault
+from errscope.collector.store.replay import stored_received_at
+from errscope.collector.store.retention import (
+    PruneReport,
+    count_rows,
+    delete_older_than,
+    retention_cutoff,
+)
 
 __all__ = [
-    "SCHEMA_VERSION",
+    "CHECKPOINT_THRESHOLD",
+    "DEFAULT_MEMORY_LIMIT",
+    "MEMORY_SIZE_HINT",
     "DuckDBStore",
-    "Migration",
-    "PruneReport",
-    "StoreFault",
-    "check_schema_readable",
-    "migrations",
-    "open_store",
+    "is_memory_size",
+    "open_file_store",
 ]
 
 T = TypeVar("T")
 
-_MIGRATION_RE: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
 _LOCKED_HINT: Final = (
     "another process (a running sidecar) holds the file: read through that sidecar's query "
     "API (--api URL, 127.0.0.1:4320 by default) or a copy of the file; to write, stop it"
 )
-
-# Which timestamp column retention looks at, per table.
-_AGE_COLUMNS: Final = {
-    "tool_calls": "ts",
-    "tracebacks": "ts",
-    "redactions": "hour",
-    "deploys": "ts",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    """One schema version: its number, file name and SQL."""
-
-    version: int
-    name: str
-    sql: str
-
-
-def migrations() -> tuple[Migration, ...]:
-    """The schema migrations shipped with the package, in version order."""
-    found: list[Migration] = []
-    folder = resources.files("errscope.collector").joinpath("migrations")
-    for item in folder.iterdir():
-        match = _MIGRATION_RE.fullmatch(item.name)
-        if match:
-            found.append(Migration(int(match.group(1)), item.name, item.read_text("utf-8")))
-    found.sort(key=lambda m: m.version)
-    if [m.version for m in found] != list(range(1, len(found) + 1)):
-        raise StoreError(StoreErrorKind.MIGRATION_FAILED, "migration versions have a gap")
-    return tuple(found)
-
-
-SCHEMA_VERSION: Final = len(migrations())
-
-
-def check_schema_readable(current: int, entry: str, *, read_only: bool = False) -> None:
-    """Refuse a store whose schema is newer than this errscope (never misread it).
-
-    A read-only open cannot migrate, so there an older schema is refused too: the named
-    queries read columns it lacks, and would fail one by one with a binder error.
-    """
-    if current > SCHEMA_VERSION:
-        raise StoreError(
-            StoreErrorKind.SCHEMA_TOO_NEW,
-            f"schema version {current} is newer than this errscope ({SCHEMA_VERSION})",
-            entry=entry,
-            hint="upgrade errscope",
-        )
-    if read_only and current == 0:
-        raise StoreError(
-            StoreErrorKind.UNREADABLE,
-            "not an errscope store: no errscope schema in it",
-            entry=entry,
-            hint="pass a store written by `errscope serve` or `errscope run`",
-        )
-    if read_only and 0 < current < SCHEMA_VERSION:
-        raise StoreError(
-            StoreErrorKind.SCHEMA_TOO_OLD,
-            f"schema version {current} is older than this errscope ({SCHEMA_VERSION})",
-            entry=entry,
-            hint="open it once with a writing command (errscope serve --store FILE) to migrate",
-        )
-
-
-class StoreFault(StrEnum):
-    """Why an open store can take no more writes; the value is the log code.
-
-    INVALIDATED: DuckDB refused every statement after a fatal error (a checkpoint that
-    failed on a full disk); `DuckDBStore.reopen` recovers once the cause is gone.
-    FILE_MISSING: the file at the store's path was deleted or replaced while open, so
-    writes would land in an unlinked inode and vanish at exit; reopening would start an
-    empty store, so only an operator can decide what to do.
-    """
-
-    INVALIDATED = "store_invalidated"
-    FILE_MISSING = "store_file_missing"
-
-
-@dataclass(frozen=True, slots=True)
-class PruneReport:
-    """How many rows retention removed from each table."""
-
-    cutoff: datetime
-    deleted: dict[str, int]
 
 
 def _is_lock_error(exc: duckdb.Error, path: str) -> bool:
@@ -606,68 +525,24 @@ class DuckDBStore:
 
     def prune(self, older_than: timedelta, *, now: datetime | None = None) -> PruneReport:
         """Delete rows older than `older_than` from every table, in one transaction."""
-        if older_than <= timedelta(0):
-            raise StoreError(
-                StoreErrorKind.WRITE_FAILED,
-                "retention must be positive",
-                field="older_than",
-                hint="for example 30d or 12h",
-            )
-        cutoff = (now or datetime.now(UTC)) - older_than
-        deleted: dict[str, int] = {}
+        cutoff = retention_cutoff(older_than, now)
         with self._writing(transaction=True) as con:
-            for table, column in _AGE_COLUMNS.items():
-                if table == "deploys":
-                    continue  # deploy markers are tiny and keep old charts labelled
-                row = con.execute(
-                    f"DELETE FROM {table} WHERE {column} < $cutoff",  # noqa: S608 - constants
-                    {"cutoff": cutoff},
-                ).fetchone()
-                deleted[table] = int(row[0]) if row else 0
+            deleted = delete_older_than(con, cutoff)
         return PruneReport(cutoff=cutoff, deleted=deleted)
 
     def count(self, table: str) -> int:
         """Rows in one of the contract tables (for tests, benchmarks and `errscope status`)."""
-        if table not in _AGE_COLUMNS:
-            raise StoreError(StoreErrorKind.UNREADABLE, "not a store table", entry=table)
-        row = self.cursor().execute(f"SELECT count(*) FROM {table}").fetchone()  # noqa: S608
-        return int(row[0]) if row else 0
+        return count_rows(self.cursor, table)
 
 
-def stored_received_at(
-    con: duckdb.DuckDBPyConnection, calls: Sequence[ToolCall]
-) -> dict[tuple[str, str], set[datetime]]:
-    """Every stored `received_at` of each call's (trace_id, span_id) that is stored.
-
-    A row keeps the `received_at` of the export that stored it, so a call whose own is not
-    among them was a replay.  A DuckLake may hold two copies of a span for a moment (two
-    sidecars committed it at once; the later removes its own), hence a set.  A replay
-    repeats its spans' times, so the search is bounded by them and DuckDB's zone maps skip
-    every row group outside that stretch.
-    """
-    if not calls:
-        return {}
-    keys = pa.table(
-        {"trace_id": [c.trace_id for c in calls], "span_id": [c.span_id for c in calls]}
-    )
-    bounds = {"lo": min(c.ts for c in calls), "hi": max(c.ts for c in calls)}
-    _errscope_keys = keys.__arrow_c_stream__()  # read by DuckDB's replacement scan
-    rows = con.execute(
-        "SELECT t.trace_id, t.span_id, t.received_at FROM tool_calls t "
-        "JOIN _errscope_keys k ON t.trace_id = k.trace_id AND t.span_id = k.span_id "
-        "WHERE t.ts BETWEEN $lo AND $hi",
-        bounds,
-    ).fetchall()
-    stored: dict[tuple[str, str], set[datetime]] = {}
-    for trace_id, span_id, received_at in rows:
-        stored.setdefault((trace_id, span_id), set()).add(received_at)
-    return stored
-
-
-def open_store(
+def open_file_store(
     url: str, *, read_only: bool = False, memory_limit: str | None = None
 ) -> DuckDBStore:
-    """Open a store by URL: a DuckDB file path (the default) or `duckdb:PATH`."""
+    """Open a DuckDB file store by URL: a file path (the default) or `duckdb:PATH`.
+
+    Any other scheme is refused with `StoreError(BAD_URL)`: an in-process store (the
+    exporter's) is a file; `errscope.collector.store.open_store` also opens a DuckLake.
+    """
     if url.startswith("duckdb:"):
         url = url.removeprefix("duckdb:").strip()
         if not url:  # DuckDB would open an in-memory store and lose every row at exit

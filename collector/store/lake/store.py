@@ -1,16 +1,17 @@
 """The DuckLake store: many sidecars write one lake (PostgreSQL catalog, Parquet data).
 
-`DuckLakeStore` has the public methods of `errscope.collector.store.DuckDBStore` with the same
-signatures and results, so the sidecar's single writer thread, the query runner and the
-CLI use either without knowing which.  The lake is attached to an in-memory DuckDB as
+`DuckLakeStore` provides the `Store` protocol (`errscope.collector.store.protocol`) with the
+same results as `DuckDBStore`, so the sidecar's single writer thread, the query runner and
+the CLI use either without knowing which.  The lake is attached to an in-memory DuckDB as
 `lake` and made the default catalog (`USE lake`), so the named queries in `queries/*.sql`
 run unchanged on `cursor()`.
 
 Promises, as for the file store:
 - an `append_*` returns only after its commit; a commit conflict with another writer is
-  retried (DuckLake's own retry raised to `ducklake_max_retry_count=100`, then ours:
-  jittered exponential backoff within a time budget), never dropped; when the budget is
-  spent the batch fails with `StoreError(WRITE_FAILED)` and nothing was acknowledged;
+  retried (DuckLake's own retry raised to `ducklake_max_retry_count=100`, then ours in
+  `lake.retry`: jittered exponential backoff within a time budget), never dropped; when
+  the budget is spent the batch fails with `StoreError(WRITE_FAILED)` and nothing was
+  acknowledged;
 - readers see one snapshot per query (DuckLake snapshot isolation);
 - (trace_id, span_id) is unique in `tool_calls` and `tracebacks` and the count returned
   is what was newly stored, exactly, even when several writers store the same replayed
@@ -58,22 +59,22 @@ deletes the files no snapshot needs.  Run it from one place (one sidecar, or cro
 
 Thread-safety: as `DuckDBStore` — writes are serialised by a lock, reads use their own
 cursors.  Connection strings are never echoed: `mask_secrets` hides passwords.
+
+Why this module runs past 600 lines: a tenth of it is the explanation above, and the rest
+is one algorithm — the two-step append, the removal of concurrent copies and the advisory
+lock that keeps every delete alone — whose halves rely on each other's invariants.  URL
+parsing, extensions, retries, retention and maintenance live in their own modules.
 """
 
 from __future__ import annotations
 
-import os
-import random
 import re
-import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from importlib import util as importlib_util
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -94,28 +95,24 @@ from errscope.collector.record import (
     tracebacks_to_arrow,
     validate_tool_calls,
 )
-from errscope.collector.store import (
-    SCHEMA_VERSION,
+from errscope.collector.store.lake.extensions import new_instance
+from errscope.collector.store.lake.maintain import MaintenanceReport, maintain
+from errscope.collector.store.lake.retry import Retrying, RetryPolicy
+from errscope.collector.store.lake.url import LakeUrl, mask_secrets, parse_lake_url, sql_literal
+from errscope.collector.store.migrations import SCHEMA_VERSION, check_schema_readable, migrations
+from errscope.collector.store.protocol import StoreFault
+from errscope.collector.store.replay import stored_received_at
+from errscope.collector.store.retention import (
     PruneReport,
-    check_schema_readable,
-    migrations,
-    stored_received_at,
+    count_rows,
+    delete_older_than,
+    retention_cutoff,
 )
 
-__all__ = [
-    "DATA_INLINING_ROW_LIMIT",
-    "DuckLakeStore",
-    "LakeUrl",
-    "MaintenanceReport",
-    "RetryPolicy",
-    "load_extensions",
-    "mask_secrets",
-    "parse_lake_url",
-]
+__all__ = ["DATA_INLINING_ROW_LIMIT", "DuckLakeStore"]
 
 T = TypeVar("T")
 
-LAKE_PREFIX: Final = "ducklake:"
 ALIAS: Final = "lake"
 # Commits below this many rows are kept in catalog tables until `maintain()` flushes them:
 # a sidecar commits every 200 ms, so at up to ~5k spans/s its commits stay inlined.
@@ -123,329 +120,7 @@ DATA_INLINING_ROW_LIMIT: Final = 0
 # One advisory lock key for everything that deletes or rewrites ("errscope" in ASCII).
 _MUTATION_LOCK_KEY: Final = 0x65727273636F7065
 _PG_ALIAS: Final = "errscope_pg"
-_AGE_COLUMNS: Final = {
-    "tool_calls": "ts",
-    "tracebacks": "ts",
-    "redactions": "hour",
-    "deploys": "ts",
-}
-_CONFLICT_MARKERS: Final = (
-    "conflict",
-    "duplicate key",
-    "could not serialize",
-    "maximum retry count",
-    "deadlock detected",
-)
-# A libpq password: single-quoted with backslash escapes, or a run of characters where `\ `
-# escapes a space, and then any further words up to the next `key=`: a malformed string
-# (`password="two words"`) must not show its second half.  Over-masking is harmless.
-_PASSWORD_KV_RE: Final = re.compile(
-    r"""(password\s*=\s*)('(?:[^'\\]|\\.)*'?|"?(?:\\.|[^\s\\"])+(?:\s+(?![A-Za-z_]+\s*=)[^\s"]+)*)""",
-    re.IGNORECASE,
-)
-# userinfo `user:password@` (the user may be empty); greedy to the token's last `@`, so a
-# password holding an unescaped `@` is hidden whole.
-_PASSWORD_URI_RE: Final = re.compile(r"(://[^:/@\s]*:)(\S*)(@)")
-_KEYWORD_RE: Final = re.compile(r"[a-z_]+")
 _MIGRATION_PK_RE: Final = re.compile(r",\s*PRIMARY KEY\s*\([^)]*\)", re.IGNORECASE)
-
-
-# ------------------------------------------------------------------ URLs
-
-
-def mask_secrets(text: str) -> str:
-    """`text` with every libpq password (`password=...`, `user:pw@`) replaced by `***`, and
-    the S3 credentials of the environment too (an object store's error may quote them)."""
-    text = _PASSWORD_KV_RE.sub(r"\1***", text)
-    text = _PASSWORD_URI_RE.sub(r"\1***\3", text)
-    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"):
-        value = os.environ.get(name) or ""
-        if len(value) >= 8 and value in text:
-            text = text.replace(value, "***")
-    return text
-
-
-@dataclass(frozen=True, slots=True)
-class LakeUrl:
-    """A parsed `ducklake:postgres:<libpq connection string>` store URL."""
-
-    catalog: str
-    conninfo: str
-
-    @property
-    def attach_path(self) -> str:
-        """What DuckDB's ATTACH takes."""
-        return f"{LAKE_PREFIX}{self.catalog}:{self.conninfo}"
-
-    def masked(self) -> str:
-        """The URL with its password hidden, for messages and banners."""
-        return mask_secrets(self.attach_path)
-
-
-def _bad_url(message: str, url: str, hint: str) -> StoreError:
-    return StoreError(StoreErrorKind.BAD_URL, message, entry=mask_secrets(url), hint=hint)
-
-
-_URL_HINT: Final = (
-    "ducklake:postgres:dbname=errscope host=db.internal user=errscope "
-    "(a libpq key=value string or postgresql:// URI)"
-)
-
-
-def _check_keyword_conninfo(url: str, conninfo: str) -> None:
-    """Tokenise a libpq key=value string well enough to refuse obvious mistakes."""
-    i, n = 0, len(conninfo)
-    while i < n:
-        while i < n and conninfo[i].isspace():
-            i += 1
-        if i >= n:
-            break
-        eq = conninfo.find("=", i)
-        if eq < 0:
-            raise _bad_url("connection string has a word without `=`", url, _URL_HINT)
-        key = conninfo[i:eq].strip()
-        if not _KEYWORD_RE.fullmatch(key):
-            raise _bad_url("connection string has a bad keyword", url, _URL_HINT)
-        i = eq + 1
-        while i < n and conninfo[i].isspace():
-            i += 1
-        if i < n and conninfo[i] == "'":
-            i += 1
-            while i < n and conninfo[i] != "'":
-                i += 2 if conninfo[i] == "\\" else 1
-            if i >= n:
-                raise _bad_url("connection string has an unclosed quote", url, _URL_HINT)
-            i += 1
-        else:
-            start = i
-            while i < n and not conninfo[i].isspace():
-                i += 1
-            if i == start:
-                raise _bad_url(f"connection string gives `{key}` no value", url, _URL_HINT)
-
-
-def parse_lake_url(url: str) -> LakeUrl:
-    """Parse `ducklake:postgres:<conninfo>`; raise `StoreError(BAD_URL)` saying what is wrong."""
-    if not url.startswith(LAKE_PREFIX):
-        raise _bad_url("not a DuckLake URL", url, _URL_HINT)
-    catalog, sep, conninfo = url.removeprefix(LAKE_PREFIX).partition(":")
-    if not sep or catalog != "postgres":
-        raise _bad_url(
-            "only a PostgreSQL catalog is supported (many writers need one)", url, _URL_HINT
-        )
-    conninfo = conninfo.strip()
-    if not conninfo:
-        raise _bad_url("no connection string after ducklake:postgres:", url, _URL_HINT)
-    if conninfo.startswith(("postgres://", "postgresql://")):
-        if not conninfo.split("://", 1)[1]:
-            raise _bad_url("connection URI has no host or database", url, _URL_HINT)
-    else:
-        _check_keyword_conninfo(url, conninfo)
-    return LakeUrl(catalog=catalog, conninfo=conninfo)
-
-
-def _sql_literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-# ------------------------------------------------------------------ extensions
-
-_network_failed = False  # one failed INSTALL per process is enough to know
-_EXTENSIONS: Final = (
-    # (name DuckDB loads it as, wheel package, file name inside the wheel)
-    ("postgres_scanner", "duckdb_extension_postgres", "postgres"),
-    ("ducklake", "duckdb_extension_ducklake", "ducklake"),
-)
-_HTTPFS: Final = ("httpfs", "duckdb_extension_httpfs", "httpfs")
-
-
-def _wheel_file(package: str, stem: str) -> Path | None:
-    spec = importlib_util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    found = folder / "extensions" / f"v{duckdb.__version__}" / f"{stem}.duckdb_extension"
-    return found if found.is_file() else None
-
-
-def _named_link(target: Path, name: str) -> Path:
-    """A path ending in `<name>.duckdb_extension` for `target`: DuckDB names an extension
-    after its file, and the postgres wheel's file is not called postgres_scanner."""
-    if target.stem == name:
-        return target
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    folder = cache / "errscope" / "duckdb-extensions" / f"v{duckdb.__version__}"
-    try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError:
-        folder = Path(tempfile.mkdtemp(prefix="errscope-ext-"))
-    link = folder / f"{name}.duckdb_extension"
-    with suppress(OSError):
-        if link.resolve() == target.resolve():
-            return link
-    staging = folder / f".{name}.{uuid.uuid4().hex}"
-    staging.symlink_to(target)
-    os.replace(staging, link)  # atomic: concurrent sidecars never see a half-made link
-    return link
-
-
-def _load_one(
-    con: duckdb.DuckDBPyConnection, name: str, package: str, stem: str, *, required: bool = True
-) -> str:
-    """Load one extension; how it came: installed, network or wheel.  One that cannot be
-    loaded raises `StoreError`, or, when not `required`, comes back "absent"."""
-    global _network_failed  # noqa: PLW0603 - a process-wide memo of one fact
-    with suppress(duckdb.Error):
-        con.execute(f"LOAD {name}")
-        return "installed"
-    if not _network_failed and os.environ.get("ERRSCOPE_DUCKDB_EXTENSIONS") != "wheel":
-        try:
-            con.execute(f"INSTALL {name}")
-            con.execute(f"LOAD {name}")
-        except duckdb.Error:
-            _network_failed = True
-        else:
-            return "network"
-    wheel = _wheel_file(package, stem)
-    if wheel is not None:
-        try:
-            con.execute(f"LOAD {_sql_literal(str(_named_link(wheel, name)))}")
-        except (duckdb.Error, OSError) as exc:
-            if not required:
-                return "absent"
-            raise StoreError(
-                StoreErrorKind.UNREADABLE,
-                f"cannot load the DuckDB {name} extension from its wheel ({type(exc).__name__})",
-                entry=package,
-                hint=f"reinstall {package.replace('_', '-')}=={duckdb.__version__}",
-            ) from exc
-        return "wheel"
-    if not required:
-        return "absent"
-    raise StoreError(
-        StoreErrorKind.UNREADABLE,
-        f"cannot load the DuckDB {name} extension",
-        entry=name,
-        hint="allow network access for INSTALL, or pip install 'errscope[lake]' "
-        f"(duckdb-extension-ducklake and duckdb-extension-postgres =={duckdb.__version__})",
-    )
-
-
-def load_extensions(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """Load postgres_scanner and ducklake; return how each came: installed, network or wheel.
-
-    Already-installed extensions load first; otherwise `INSTALL` from the network is
-    tried once per process (set ERRSCOPE_DUCKDB_EXTENSIONS=wheel to skip it), and then
-    the files shipped in the duckdb-extension-* wheels of the same DuckDB version.
-    httpfs (an object-store data path) is loaded the same way but is optional: "absent"
-    when it cannot be, as only an `s3://` data path needs it.
-    """
-    loaded = {name: _load_one(con, name, package, stem) for name, package, stem in _EXTENSIONS}
-    loaded[_HTTPFS[0]] = _load_one(con, *_HTTPFS, required=False)
-    return loaded
-
-
-# The AWS SDKs' own variables, so a pod configured for any S3 client works unchanged.
-_S3_ENV: Final = (
-    ("KEY_ID", ("AWS_ACCESS_KEY_ID",)),
-    ("SECRET", ("AWS_SECRET_ACCESS_KEY",)),
-    ("SESSION_TOKEN", ("AWS_SESSION_TOKEN",)),
-    ("REGION", ("AWS_REGION", "AWS_DEFAULT_REGION")),
-)
-_S3_ENDPOINT_ENV: Final = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-
-
-def s3_secret_options(env: Mapping[str, str]) -> dict[str, str] | None:
-    """The options of a DuckDB S3 secret from the AWS variables in `env`; None without keys.
-
-    `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` (MinIO, R2, a local S3) gives the endpoint,
-    path-style, with TLS as its scheme says.
-    """
-    options: dict[str, str] = {}
-    for option, names in _S3_ENV:
-        value = next((env[n] for n in names if env.get(n)), None)
-        if value is not None:
-            options[option] = value
-    if "KEY_ID" not in options or "SECRET" not in options:
-        return None
-    endpoint = next((env[n] for n in _S3_ENDPOINT_ENV if env.get(n)), None)
-    if endpoint:
-        scheme, _, rest = endpoint.partition("://")
-        options["ENDPOINT"] = rest.rstrip("/") if rest else endpoint.rstrip("/")
-        options["URL_STYLE"] = "path"
-        options["USE_SSL"] = "false" if scheme.lower() == "http" else "true"
-    return options
-
-
-def _create_s3_secret(con: duckdb.DuckDBPyConnection, options: Mapping[str, str]) -> None:
-    """A DuckDB S3 secret for this instance; its values never appear in an error."""
-    rendered = ", ".join(
-        f"{key} {value}" if key == "USE_SSL" else f"{key} {_sql_literal(value)}"
-        for key, value in options.items()
-    )
-    try:
-        con.execute(f"CREATE OR REPLACE SECRET errscope_s3 (TYPE s3, PROVIDER config, {rendered})")
-    except duckdb.Error:
-        raise StoreError(
-            StoreErrorKind.UNREADABLE,
-            "cannot use the S3 credentials from the environment",
-            entry="AWS_ACCESS_KEY_ID",
-            hint="check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and AWS_ENDPOINT_URL",
-        ) from None
-
-
-def _new_instance() -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
-    """A private in-memory DuckDB with its extensions loaded (and an S3 secret from the
-    AWS variables, when the environment has keys: `s3_secret_options`).
-
-    One per store, not one per process: DuckLake 1.5.5 keeps state about a detached lake
-    in the instance (its `__ducklake_metadata_<alias>` catalog), so a second lake attached
-    to the same instance fails.  Loading costs about a second per store.
-    """
-    con = duckdb.connect(":memory:")
-    try:
-        loaded = load_extensions(con)
-        options = s3_secret_options(os.environ)
-        if options is not None and loaded[_HTTPFS[0]] != "absent":
-            _create_s3_secret(con, options)
-    except BaseException:
-        con.close()
-        raise
-    return con, loaded
-
-
-# ------------------------------------------------------------------ policy and reports
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """How hard a commit is retried before its batch fails.
-
-    DuckLake retries a conflicting commit itself `ducklake_retry_count` times (its default
-    is 10, without jitter); when that is spent, the whole transaction — anti-join included —
-    is run again up to `attempts` times with full-jitter backoff from `base_delay_s` to
-    `max_delay_s`, and never past `budget_s` in all.
-    """
-
-    attempts: int = 12
-    base_delay_s: float = 0.05
-    max_delay_s: float = 2.0
-    budget_s: float = 120.0
-    ducklake_retry_count: int = 100
-    ducklake_retry_wait_ms: int = 20
-    ducklake_retry_backoff: float = 1.2
-
-
-@dataclass(frozen=True, slots=True)
-class MaintenanceReport:
-    """What one `maintain()` pass did."""
-
-    duplicates_removed: int
-    flushed_rows: int
-    merged_files: int
-    expired_snapshots: int
-    deleted_files: int
-    data_files: int
 
 
 @dataclass(slots=True)
@@ -455,13 +130,6 @@ class _Stats:
     conflicts_retried: int = 0
     concurrent_copies_removed: int = 0
     extensions: dict[str, str] = field(default_factory=dict)
-
-
-def _is_conflict(exc: duckdb.Error) -> bool:
-    if isinstance(exc, duckdb.TransactionException):
-        return True
-    text = str(exc).lower()
-    return any(marker in text for marker in _CONFLICT_MARKERS)
 
 
 def _open_error(exc: duckdb.Error, lake: LakeUrl) -> StoreError:
@@ -491,17 +159,9 @@ def _open_error(exc: duckdb.Error, lake: LakeUrl) -> StoreError:
     )
 
 
-def _third_column_sum(rows: list[tuple[object, ...]]) -> int:
-    """Sum the per-table counts DuckLake's flush and merge calls return (schema, table, n)."""
-    return sum(int(str(r[2])) for r in rows if len(r) > 2 and r[2] is not None)
-
-
 def _lake_sql(sql: str) -> str:
     """A migration as DuckLake takes it: no primary keys (uniqueness is kept by the store)."""
     return _MIGRATION_PK_RE.sub("", sql)
-
-
-# ------------------------------------------------------------------ unique appends
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,10 +207,11 @@ class DuckLakeStore:
         self.read_only = read_only
         self.retry = retry or RetryPolicy()
         self.stats = _Stats()
+        self._retrying = Retrying(self.retry, entry=self.url, on_retry=self._count_retry)
         self._write_lock = threading.Lock()
         self._closed = False
         self._lock_con: duckdb.DuckDBPyConnection | None = None
-        self._instance, self.stats.extensions = _new_instance()
+        self._instance, self.stats.extensions = new_instance()
         self.alias = ALIAS
         self._pg_alias = _PG_ALIAS
         self._con = self._instance.cursor()
@@ -602,10 +263,10 @@ class DuckLakeStore:
                         hint="pass a writable folder or an object-store URL",
                     ) from None
                 text = str(Path(text).resolve())
-            options.append(f"DATA_PATH {_sql_literal(text.rstrip('/') + '/')}")
+            options.append(f"DATA_PATH {sql_literal(text.rstrip('/') + '/')}")
         if self.read_only:
             options.append("READ_ONLY")
-        sql = f"ATTACH {_sql_literal(self._lake.attach_path)} AS {self.alias}"
+        sql = f"ATTACH {sql_literal(self._lake.attach_path)} AS {self.alias}"
         if options:
             sql += f" ({', '.join(options)})"
         try:
@@ -654,7 +315,7 @@ class DuckLakeStore:
             con = self._con.cursor()
             try:
                 con.execute(
-                    f"ATTACH IF NOT EXISTS {_sql_literal(self._lake.conninfo)} "
+                    f"ATTACH IF NOT EXISTS {sql_literal(self._lake.conninfo)} "
                     f"AS {self._pg_alias} (TYPE postgres)"
                 )
             except duckdb.Error as exc:
@@ -687,7 +348,8 @@ class DuckLakeStore:
                     entry=self.url,
                     hint="is a long maintain() or prune running elsewhere?",
                 )
-            self._sleep(attempt)
+            # A wait for the lock, not a conflict: no attempt limit, only the budget.
+            time.sleep(self.retry.backoff_s(attempt))
             attempt += 1
         try:
             yield
@@ -695,9 +357,8 @@ class DuckLakeStore:
             with suppress(duckdb.Error):
                 con.execute("COMMIT")
 
-    def _sleep(self, attempt: int) -> None:
-        cap = min(self.retry.max_delay_s, self.retry.base_delay_s * 2**attempt)
-        time.sleep(random.uniform(0, cap))  # noqa: S311 - jitter, not security
+    def _count_retry(self) -> None:
+        self.stats.conflicts_retried += 1
 
     # ------------------------------------------------------------ schema
 
@@ -731,19 +392,9 @@ class DuckLakeStore:
         if self.schema_version() == SCHEMA_VERSION:
             return SCHEMA_VERSION
         with self._write_lock, self._mutation_lock():
-            for attempt in range(self.retry.attempts):
-                try:
-                    self._migrate_locked()
-                    break
-                except duckdb.Error as exc:
-                    self._safe_rollback()
-                    if not _is_conflict(exc) or attempt + 1 == self.retry.attempts:
-                        raise StoreError(
-                            StoreErrorKind.MIGRATION_FAILED,
-                            f"lake migration failed ({type(exc).__name__})",
-                            entry=self.url,
-                        ) from exc
-                    self._sleep(attempt)
+            self._retrying.run(
+                "lake migration", self._migrate_locked, kind=StoreErrorKind.MIGRATION_FAILED
+            )
         return self.schema_version()
 
     def _migrate_locked(self) -> None:
@@ -781,35 +432,9 @@ class DuckLakeStore:
         if self.read_only:
             raise StoreError(StoreErrorKind.WRITE_FAILED, "store is open read-only", entry=self.url)
 
-    def _retrying(self, what: str, body: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
-        """Run `body` in one transaction; on a commit conflict run it again, with jitter."""
-        deadline = time.monotonic() + self.retry.budget_s
-        attempt = 0
-        while True:
-            try:
-                self._con.execute("BEGIN TRANSACTION")
-                result = body(self._con)
-                self._con.execute("COMMIT")
-            except duckdb.Error as exc:
-                self._safe_rollback()
-                attempt += 1
-                if (
-                    not _is_conflict(exc)
-                    or attempt >= self.retry.attempts
-                    or time.monotonic() > deadline
-                ):
-                    raise StoreError(
-                        StoreErrorKind.WRITE_FAILED,
-                        f"{what} failed after {attempt} attempt(s) ({type(exc).__name__})",
-                        entry=self.url,
-                    ) from exc
-                self.stats.conflicts_retried += 1
-                self._sleep(attempt)
-            except BaseException:
-                self._safe_rollback()
-                raise
-            else:
-                return result
+    def _transaction(self, what: str, body: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+        """Run `body` in one transaction on the store's connection, retrying conflicts."""
+        return self._retrying.transaction(what, self._con, body)
 
     def _last_committed(self) -> int:
         row = self._con.execute(
@@ -850,7 +475,7 @@ class DuckLakeStore:
             return (int(begin[0]) if begin else -1), (int(row[0]) if row else 0)
 
         with self._write_lock:
-            begin, inserted = self._retrying(f"append to {unique.table}", body)
+            begin, inserted = self._transaction(f"append to {unique.table}", body)
             if inserted == 0:
                 return 0
             mine = self._last_committed()
@@ -884,7 +509,7 @@ class DuckLakeStore:
             return int(row[0]) if row else 0
 
         with self._mutation_lock():
-            removed = self._retrying(f"remove concurrent copies from {unique.table}", body)
+            removed = self._transaction(f"remove concurrent copies from {unique.table}", body)
         self.stats.concurrent_copies_removed += removed
         return removed
 
@@ -940,7 +565,7 @@ class DuckLakeStore:
             return int(row[0]) if row else 0
 
         with self._write_lock:
-            return self._retrying("append to redactions", body)
+            return self._transaction("append to redactions", body)
 
     def known_versions(self) -> set[tuple[str, str, str | None]]:
         """Every (service, version, environment) that already has a deploy row."""
@@ -970,47 +595,10 @@ class DuckLakeStore:
         `maintain()` once no retained snapshot needs them.
         """
         self._require_writable()
-        if older_than <= timedelta(0):
-            raise StoreError(
-                StoreErrorKind.WRITE_FAILED,
-                "retention must be positive",
-                field="older_than",
-                hint="for example 30d or 12h",
-            )
-        cutoff = (now or datetime.now(UTC)) - older_than
-
-        def body(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
-            deleted: dict[str, int] = {}
-            for table, column in _AGE_COLUMNS.items():
-                if table == "deploys":
-                    continue  # deploy markers are tiny and keep old charts labelled
-                row = con.execute(
-                    f"DELETE FROM {table} WHERE {column} < $cutoff",  # noqa: S608 - constants
-                    {"cutoff": cutoff},
-                ).fetchone()
-                deleted[table] = int(row[0]) if row else 0
-            return deleted
-
+        cutoff = retention_cutoff(older_than, now)
         with self._write_lock, self._mutation_lock():
-            deleted = self._retrying("prune", body)
+            deleted = self._transaction("prune", lambda con: delete_older_than(con, cutoff))
         return PruneReport(cutoff=cutoff, deleted=deleted)
-
-    def _call(self, what: str, sql: str) -> list[tuple[object, ...]]:
-        """Run one maintenance CALL outside an explicit transaction, retrying conflicts."""
-        attempt = 0
-        while True:
-            try:
-                return self._con.execute(sql).fetchall()
-            except duckdb.Error as exc:
-                attempt += 1
-                if not _is_conflict(exc) or attempt >= self.retry.attempts:
-                    raise StoreError(
-                        StoreErrorKind.WRITE_FAILED,
-                        f"{what} failed ({type(exc).__name__})",
-                        entry=self.url,
-                    ) from exc
-                self.stats.conflicts_retried += 1
-                self._sleep(attempt)
 
     def maintain(
         self,
@@ -1030,68 +618,34 @@ class DuckLakeStore:
         """
         self._require_writable()
         moment = now or datetime.now(UTC)
-        since, until = moment - dedupe_window, moment - settle_margin
         with self._write_lock, self._mutation_lock():
-            removed = 0
-            for unique in (_TOOL_CALLS, _TRACEBACKS):
-                removed += self._dedupe(unique, since, until)
-            flushed = self._call("flush", f"CALL ducklake_flush_inlined_data('{self.alias}')")
-            merged = self._call("merge", f"CALL ducklake_merge_adjacent_files('{self.alias}')")
-            # Evaluated when each CALL runs: files scheduled by the expiry just before count.
-            older = f"now() - INTERVAL '{int(keep_snapshots.total_seconds())} seconds'"
-            expired = self._call(
-                "expire", f"CALL ducklake_expire_snapshots('{self.alias}', older_than => {older})"
+            return maintain(
+                self._con,
+                self.alias,
+                self._retrying,
+                keys=[(unique.table, unique.match) for unique in (_TOOL_CALLS, _TRACEBACKS)],
+                keep_snapshots=keep_snapshots,
+                since=moment - dedupe_window,
+                until=moment - settle_margin,
             )
-            cleaned = self._call(
-                "cleanup", f"CALL ducklake_cleanup_old_files('{self.alias}', older_than => {older})"
-            )
-            files = self._con.execute(
-                f"SELECT count(*) FROM ducklake_list_files('{self.alias}', 'tool_calls')"  # noqa: S608 - constants only
-            ).fetchone()
-        return MaintenanceReport(
-            duplicates_removed=removed,
-            flushed_rows=_third_column_sum(flushed),
-            merged_files=_third_column_sum(merged),
-            expired_snapshots=len(expired),
-            deleted_files=len(cleaned),
-            data_files=int(files[0]) if files else 0,
-        )
-
-    def _dedupe(self, unique: _Unique, since: datetime, until: datetime) -> int:
-        """Delete every copy of a key but the one in the lowest (snapshot, row id).
-
-        Only copies committed before `until` are touched: a live writer may still be
-        between its two steps for anything newer, and would miscount if its copy vanished.
-        """
-        settled = self._con.execute(
-            f"SELECT max(snapshot_id) FROM {self.alias}.snapshots() WHERE snapshot_time < $until",  # noqa: S608 - constants only
-            {"until": until},
-        ).fetchone()
-        if not settled or settled[0] is None:
-            return 0
-        earlier = unique.match.format(a="o", b="t")
-        where = (
-            "t.ts >= $since AND t.snapshot_id <= $settled AND EXISTS (SELECT 1 FROM "  # noqa: S608 - constants only
-            f"{unique.table} o WHERE o.ts >= $since AND {earlier} "
-            "AND (o.snapshot_id < t.snapshot_id "
-            "OR (o.snapshot_id = t.snapshot_id AND o.rowid < t.rowid)))"
-        )
-
-        def body(con: duckdb.DuckDBPyConnection) -> int:
-            row = con.execute(
-                f"DELETE FROM {unique.table} t WHERE {where}",  # noqa: S608 - constants
-                {"since": since, "settled": int(settled[0])},
-            ).fetchone()
-            return int(row[0]) if row else 0
-
-        return self._retrying(f"dedupe {unique.table}", body)
 
     def count(self, table: str) -> int:
         """Rows in one of the contract tables (for tests, benchmarks and `errscope status`)."""
-        if table not in _AGE_COLUMNS:
-            raise StoreError(StoreErrorKind.UNREADABLE, "not a store table", entry=table)
         try:
-            row = self.cursor().execute(f"SELECT count(*) FROM {table}").fetchone()  # noqa: S608
+            return count_rows(self.cursor, table)
         except duckdb.Error as exc:
             raise self._read_error(exc) from None
-        return int(row[0]) if row else 0
+
+    # ------------------------------------------------------------ faults (a lake has no file)
+
+    def fault(self, *, probe: bool = True) -> StoreFault | None:
+        """Always None: a lake has no file to lose, and an outage fails each commit instead,
+        which the writer reports and the client retries."""
+        return None
+
+    def reopen(self) -> None:
+        """Nothing to do: a lake is never invalidated the way a DuckDB file is."""
+
+    def atomically(self, body: Callable[[], T]) -> T:
+        """Run `body` once: a lake commits each table on its own (see `StoreSink.write`)."""
+        return body()
