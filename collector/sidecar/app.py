@@ -108,8 +108,6 @@ class Sidecar:
         self.addresses: dict[str, str] = {}
         self.stopped = threading.Event()
 
-    # ---------------------------------------------------------------- ingest
-
     def ingest(self, raw: bytes, *, encoding: str = "", as_json: bool = False) -> IngestResult:
         """Decode and process one export request, then wait for its commit.
 
@@ -176,8 +174,6 @@ class Sidecar:
                 self.metrics.count_tool_call(call.service, call.tool, call.code)
         if self.forwarder is not None and forward:
             self.forwarder.put(forward)
-
-    # ---------------------------------------------------------------- lifecycle
 
     def start(self) -> dict[str, str]:
         """Bind every listener and start serving; return the bound addresses."""
