@@ -14,7 +14,8 @@ Printed for each transport, all in the same run:
   spans/s acknowledged (an acknowledgement comes only after the commit), sidecar CPU
   seconds per 10,000 spans (utime + stime from /proc/PID/stat) and peak RSS (VmHWM) —
   beside the floor: a bench-local receiver on the same HTTP server class and gRPC server,
-  running the same decode functions from collector/otlp.py, that then throws the spans away;
+  running the same decode functions from collector/receive/otlp_decode.py, that then throws
+  the spans away;
 * fixed load: 10,000 spans/s offered as 100-span requests (the OTel Collector testbed's
   TestTrace10kSPS), sidecar CPU as a share of one core and peak RSS, beside the testbed's
   published bound for the Collector at that load (at most 20% of a core and 100 MiB);
@@ -54,9 +55,9 @@ from opentelemetry.trace import Status, StatusCode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from errscope.collector.otlp import decode_protobuf, encode_response, read_body
+from errscope.collector.receive.otlp_decode import decode_protobuf, encode_response, read_body
+from errscope.collector.receive.otlp_grpc import GRPC_WORKERS
 from errscope.collector.scrub.samples import SAMPLES, github_style_token
-from errscope.collector.serve import GRPC_WORKERS
 
 _EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 _MARK = b"\xe5\x5c\x09\xb3"  # first bytes of every template trace id, replaced per request
@@ -379,7 +380,7 @@ def _grpc_sender(target: str) -> Any:
 
 
 def _floor() -> None:
-    """Decode with collector/otlp.py on the sidecar's server classes, then discard."""
+    """Decode with collector/receive/otlp_decode.py on the sidecar's server classes; discard."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

@@ -17,13 +17,9 @@ from errscope.collector.errors import ConfigError, ConfigErrorKind, StoreError, 
 from errscope.collector.pipeline import NonToolPolicy
 from errscope.collector.record import Deploy
 from errscope.collector.scrub import default_scrubber
-from errscope.collector.serve import (
-    DEFAULT_STORE_MEMORY,
-    ServeConfig,
-    configure_logging,
-    refuse_secret_labels,
-    run,
-)
+from errscope.collector.sidecar.api import refuse_secret_labels
+from errscope.collector.sidecar.config import DEFAULT_STORE_MEMORY, ServeConfig
+from errscope.collector.sidecar.process import configure_logging, run
 from errscope.collector.store.duckdb import DuckDBStore
 from errscope.collector.store.lake import mask_secrets
 from errscope.collector.units import parse_time

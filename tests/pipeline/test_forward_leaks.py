@@ -15,8 +15,8 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource as PbResource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 
-from errscope.collector.otlp import decode_json
 from errscope.collector.pipeline import NonToolPolicy, Pipeline, Processed
+from errscope.collector.receive.otlp_decode import decode_json
 from errscope.collector.spanview import SpanView, from_otlp, from_readable, to_readable
 from tests.pipeline.spans import RESOURCE, make_span
 

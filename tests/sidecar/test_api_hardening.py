@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from errscope.collector.scrub.samples import SAMPLES
-from errscope.collector.serve import _LibraryLogFilter, negotiate
+from errscope.collector.sidecar.api import negotiate
+from errscope.collector.sidecar.process import _LibraryLogFilter
 from tests.sidecar.harness import ERRSCOPE, Served, sidecar
 from tests.sidecar.test_conformance import (
     MAX_BODY,

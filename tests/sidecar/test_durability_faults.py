@@ -21,7 +21,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from errscope.collector.errors import ConfigError
-from errscope.collector.serve import ServeConfig
+from errscope.collector.sidecar.config import ServeConfig
 from tests.sidecar import harness
 from tests.sidecar.harness import ERRSCOPE, Served, sidecar, start_sidecar
 from tests.sidecar.test_robustness import ids_of, post, stored_counts, tool_spans
@@ -167,7 +167,7 @@ def test_sigterm_when_the_final_checkpoint_fails_exits_74_with_one_line(tmp_path
             if served.process.poll() is None:
                 served.process.kill()
         log = served.log.read_text()
-        assert code == 74, log  # collector.serve.EXIT_STORE_IO
+        assert code == 74, log  # collector.sidecar.process.EXIT_STORE_IO
         assert "Traceback" not in log
         assert "error[internal]" not in log
         assert "Fatal" not in log
@@ -221,7 +221,7 @@ def test_a_deleted_store_file_stops_acknowledgements(tmp_path: Path) -> None:
         assert post(served, encode_spans(spans).SerializeToString())[0] == 503
         assert health(served) == (503, "unhealthy")
         assert health_code(served) == "store_file_missing"
-        assert served.terminate() == 74  # collector.serve.EXIT_STORE_IO
+        assert served.terminate() == 74  # collector.sidecar.process.EXIT_STORE_IO
     assert "code=store_file_missing" in served.log.read_text()
 
 

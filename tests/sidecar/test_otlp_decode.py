@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from errscope.collector.otlp import (
+from errscope.collector.receive.otlp_decode import (
     BodyTooLargeError,
     Decoded,
     OtlpDecodeError,

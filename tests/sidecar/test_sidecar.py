@@ -434,7 +434,7 @@ def test_the_sidecar_never_loads_pandas(tmp_path: Path) -> None:
 def test_keep_pandas_out_makes_pandas_unimportable() -> None:
     """In a fresh interpreter: pandas fails to import, DuckDB and pyarrow carry on."""
     script = (
-        "from errscope.collector.serve import keep_pandas_out\n"
+        "from errscope.collector.sidecar.process import keep_pandas_out\n"
         "assert keep_pandas_out() is True\n"
         "import duckdb, pyarrow as pa\n"
         "con = duckdb.connect()\n"
@@ -618,7 +618,7 @@ def test_api_source_leaves_unset_filters_out(tmp_path: Path) -> None:
 
 def test_malloc_arenas_are_capped_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch) -> None:
     """`errscope serve` caps glibc's arenas (peak RSS), but a user's MALLOC_ARENA_MAX wins."""
-    from errscope.collector.serve import limit_malloc_arenas
+    from errscope.collector.sidecar.process import limit_malloc_arenas
 
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     assert limit_malloc_arenas(8) is True  # this machine's libc is glibc
