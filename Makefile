@@ -32,6 +32,7 @@ lint: setup
 	$(VENV)/bin/ruff check $(SRC)
 	$(VENV)/bin/ruff format --check $(SRC)
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache  # the layering contracts in pyproject.toml
 
 fmt: setup
 	$(VENV)/bin/ruff format $(SRC)
