@@ -21,13 +21,13 @@ Pure functions on frozen data; safe from any thread.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
 from errscope.collector import semconv as sc
+from errscope.collector.config import Matcher
 from errscope.collector.spanview import AttrValue, SpanView
 
 __all__ = ["Convention", "Matcher", "ToolSpan", "classify"]
@@ -47,27 +47,6 @@ class Convention(StrEnum):
     TRACELOOP = "traceloop"
     PYDANTIC_AI_LEGACY = "pydantic_ai_legacy"
     CUSTOM = "custom"
-
-
-@dataclass(frozen=True, slots=True)
-class Matcher:
-    """A user rule: spans whose name matches `name_glob` and whose attributes equal `equals`.
-
-    `tool_attribute` names the attribute holding the tool name; without it the span name is
-    the tool name.  An empty matcher (no glob, no equals) matches nothing.
-    """
-
-    name_glob: str | None = None
-    equals: tuple[tuple[str, str], ...] = ()
-    tool_attribute: str | None = None
-
-    def matches(self, view: SpanView) -> bool:
-        """True when every configured condition holds for `view`."""
-        if self.name_glob is None and not self.equals:
-            return False
-        if self.name_glob is not None and not fnmatch.fnmatchcase(view.name, self.name_glob):
-            return False
-        return all(_text(view.attributes.get(k)) == v for k, v in self.equals)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +103,7 @@ def classify(view: SpanView, matchers: Sequence[Matcher] = ()) -> ToolSpan | Non
     if view.name == sc.LEGACY_RUNNING_TOOL and gen_ai_tool:
         return ToolSpan(Convention.PYDANTIC_AI_LEGACY, _clip(gen_ai_tool))
     for matcher in matchers:
-        if matcher.matches(view):
+        if matcher.matches(view.name, view.attributes):
             named = _text(attrs.get(matcher.tool_attribute)) if matcher.tool_attribute else None
             return ToolSpan(Convention.CUSTOM, _clip(named or view.name))
     return None

@@ -28,13 +28,13 @@ the environment or the command line, and nothing here imports the CLI.
 
 from __future__ import annotations
 
+import fnmatch
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from errscope.collector.classify import Matcher
 from errscope.collector.errors import ConfigError, ConfigErrorKind
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "STORE_FILE_NAME",
     "STORE_PATH",
     "ConfigFile",
+    "Matcher",
     "load_file",
 ]
 
@@ -69,6 +70,33 @@ CONFIG_ENV: Final = "ERRSCOPE_CONFIG"
 # The commands that read the file: one table each.
 CONFIG_COMMANDS: Final = ("serve", "dashboard", "check", "findings")
 _MATCHER_KEYS: Final = frozenset({"name_glob", "equals", "tool_attribute"})
+
+
+def _non_empty_text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+@dataclass(frozen=True, slots=True)
+class Matcher:
+    """A user rule for tool spans: a name matching `name_glob` and attributes equal to `equals`.
+
+    `tool_attribute` names the attribute holding the tool name; without it the span name is
+    the tool name.  An empty matcher (no glob, no equals) matches nothing.  It is
+    configuration, so it lives here; errscope.collector.classify applies it, after the
+    conventions it knows.
+    """
+
+    name_glob: str | None = None
+    equals: tuple[tuple[str, str], ...] = ()
+    tool_attribute: str | None = None
+
+    def matches(self, name: str, attributes: Mapping[str, object]) -> bool:
+        """True when every configured condition holds for a span of this name and attributes."""
+        if self.name_glob is None and not self.equals:
+            return False
+        if self.name_glob is not None and not fnmatch.fnmatchcase(name, self.name_glob):
+            return False
+        return all(_non_empty_text(attributes.get(k)) == v for k, v in self.equals)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from errscope.collector import semconv as sc
 from errscope.collector.catalog import Catalog
+from errscope.collector.config import OTLP_GRPC_URL, OTLP_HTTP_URL
 from errscope.collector.gcpause import gc_paused
 from errscope.collector.pipeline import NonToolPolicy, Pipeline
 from errscope.collector.spanview import from_readable, to_readable
@@ -43,8 +44,8 @@ __all__ = ["ScrubbingSpanExporter", "instrument"]
 
 log = logging.getLogger("errscope.export")
 
-DEFAULT_HTTP_ENDPOINT: Final = "http://127.0.0.1:4318/v1/traces"
-DEFAULT_GRPC_ENDPOINT: Final = "http://127.0.0.1:4317"
+DEFAULT_HTTP_ENDPOINT: Final = f"{OTLP_HTTP_URL}/v1/traces"
+DEFAULT_GRPC_ENDPOINT: Final = OTLP_GRPC_URL
 # Per export attempt: the SDK's 10 s held an application's exit 8-31 s when the sidecar
 # was down (every remaining batch waits it out at shutdown).
 EXPORT_TIMEOUT_S: Final = 3.0

@@ -24,6 +24,7 @@ from typing import Final, Protocol
 import pyarrow as pa
 import pyarrow.ipc
 
+from errscope.collector.config import API_URL
 from errscope.collector.errors import QueryError, QueryErrorKind, StoreError, StoreErrorKind
 from errscope.collector.store import open_store
 from errscope.collector.store.lake import mask_secrets
@@ -108,7 +109,7 @@ class ApiSource:
                 StoreErrorKind.BAD_URL,
                 "the query API address must be an http(s) URL",
                 entry=mask_secrets(url),
-                hint="for example http://127.0.0.1:4320",
+                hint=f"for example {API_URL}",
             )
         self.url = url.rstrip("/")
         self.token = token

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, ParamSpec, TypeVar
 import click
 import orjson
 
+from errscope.collector.config import API_URL
 from errscope.collector.errors import ErrscopeError
 from errscope.collector.units import parse_duration
 
@@ -143,9 +144,7 @@ def source_options(func: Callable[P, R]) -> Callable[P, R]:
     for option in reversed(
         [
             click.option("--db", help="A store file, or a ducklake:postgres:... URL."),
-            click.option(
-                "--api", help="A running sidecar's query API, e.g. http://127.0.0.1:4320."
-            ),
+            click.option("--api", help=f"A running sidecar's query API, e.g. {API_URL}."),
             click.option("--token", envvar="ERRSCOPE_TOKEN", help="Bearer token for --api."),
         ]
     ):

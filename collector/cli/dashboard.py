@@ -22,6 +22,8 @@ from typing import Final
 
 import click
 
+from errscope.collector.cli.settings import config_option
+from errscope.collector.config import API_URL, DASHBOARD_PORT
 from errscope.collector.errors import ErrscopeError
 from errscope.collector.ports import bind_refusal, is_loopback
 from errscope.collector.units import parse_duration, parse_time
@@ -30,7 +32,7 @@ from errscope.queries.source import ApiSource
 __all__ = ["dashboard"]
 
 _ADDRESS: Final = "127.0.0.1"
-_DEFAULT_PORT: Final = 8501
+_DEFAULT_PORT: Final = DASHBOARD_PORT
 ENV_API: Final = "ERRSCOPE_DASHBOARD_API"
 ENV_DB: Final = "ERRSCOPE_DASHBOARD_DB"
 ENV_TOKEN: Final = "ERRSCOPE_TOKEN"  # noqa: S105 - a variable name, not a secret
@@ -145,6 +147,7 @@ def _check_flags(api: str | None, db: Path | None, as_of: str | None, refresh: s
 
 
 @click.command()
+@config_option
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
@@ -158,7 +161,7 @@ def _check_flags(api: str | None, db: Path | None, as_of: str | None, refresh: s
     show_default=True,
     help="Address to listen on; anything but loopback needs a token (e.g. inside a container).",
 )
-@click.option("--api", help="A running sidecar's query API, e.g. http://127.0.0.1:4320.")
+@click.option("--api", help=f"A running sidecar's query API, e.g. {API_URL}.")
 @click.option("--token", envvar=ENV_TOKEN, help="Bearer token for --api (or ERRSCOPE_TOKEN).")
 @click.option(
     "--db",

@@ -27,6 +27,7 @@ from errscope.collector.cli._common import (
     render_table,
     source_options,
 )
+from errscope.collector.cli.settings import config_option
 from errscope.collector.units import parse_time
 from errscope.queries.detect import (
     DEFAULT_CONFIG,
@@ -140,6 +141,7 @@ def _print_findings(items: Sequence[Finding], title: str) -> None:
 
 
 @click.command()
+@config_option
 @click.option("--service", required=True, help="The deployed service.")
 @click.option("--version", "version", required=True, help="The version rolled out.")
 @click.option("--environment", help="Only this environment.")
@@ -233,6 +235,7 @@ def check(
 
 
 @click.command()
+@config_option
 @click.option("--service", help="Only this service.")
 @click.option("--environment", help="Only this environment.")
 @click.option("--codes", default=_DEFAULT_CODES, show_default=True, help="Codes tested on deploys.")

@@ -16,13 +16,15 @@ from typing import Any, Final
 import click
 
 from errscope.collector import __version__
-from errscope.collector.cli._common import EXIT_INTERRUPTED, stderr
+from errscope.collector.cli._common import EXIT_INTERRUPTED, EXIT_USAGE, stderr
+from errscope.collector.errors import ErrscopeError
 
 __all__ = ["COMMANDS", "LazyGroup", "describe_usage_error", "main"]
 
 COMMANDS: Final[dict[str, str]] = {
     "catalog": "errscope.collector.cli.catalog:catalog",
     "check": "errscope.collector.cli.gate:check",
+    "config": "errscope.collector.cli.settings:config",
     "dashboard": "errscope.collector.cli.dashboard:dashboard",
     "demo": "errscope.collector.cli.demo:demo",
     "deploy": "errscope.collector.cli.serve:deploy",
@@ -91,6 +93,9 @@ class LazyGroup(click.Group):
         except click.ClickException as exc:
             stderr(f"error[failed] {exc.format_message()}")
             sys.exit(exc.exit_code)
+        except ErrscopeError as exc:  # raised while reading flags: a bad errscope.toml
+            stderr(exc.describe())
+            sys.exit(EXIT_USAGE)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """Import a lazy command's module on first use."""

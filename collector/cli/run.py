@@ -39,13 +39,20 @@ from typing import IO, Final
 import click
 
 from errscope.collector.cli.demo import backfill_with_progress, stop_on_signals
+from errscope.collector.config import (
+    API_ADDRESS,
+    DASHBOARD_PORT,
+    OTLP_GRPC_ADDRESS,
+    OTLP_HTTP_ADDRESS,
+    STORE_FILE_NAME,
+)
 from errscope.collector.demo.runner import DEFAULT_RATE, Demo, DemoOptions
 from errscope.collector.demo.send import Target
 from errscope.collector.demo.story import MIN_HOURS
 
 __all__ = ["Child", "run", "stop_child"]
 
-STORE_NAME: Final = "errscope.duckdb"
+STORE_NAME: Final = STORE_FILE_NAME
 _READY_TIMEOUT_S: Final = 60.0
 _DASHBOARD_TIMEOUT_S: Final = 90.0
 _GRACE_S: Final = 20.0
@@ -214,13 +221,13 @@ def _banner(
     show_default=True,
     help="Where the store and the logs live.",
 )
-@click.option("--otlp-grpc", default="127.0.0.1:4317", show_default=True)
-@click.option("--otlp-http", default="127.0.0.1:4318", show_default=True)
-@click.option("--api", default="127.0.0.1:4320", show_default=True)
+@click.option("--otlp-grpc", default=OTLP_GRPC_ADDRESS, show_default=True)
+@click.option("--otlp-http", default=OTLP_HTTP_ADDRESS, show_default=True)
+@click.option("--api", default=API_ADDRESS, show_default=True)
 @click.option(
     "--dashboard-port",
     type=click.IntRange(0, 65535),
-    default=8501,
+    default=DASHBOARD_PORT,
     show_default=True,
     help="0 picks a free port.",
 )

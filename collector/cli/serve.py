@@ -13,6 +13,14 @@ from pathlib import Path
 import click
 
 from errscope.collector.cli._common import handle_errors
+from errscope.collector.cli.settings import config_option, file_matchers
+from errscope.collector.config import (
+    API_ADDRESS,
+    API_URL,
+    OTLP_GRPC_ADDRESS,
+    OTLP_HTTP_ADDRESS,
+    STORE_PATH,
+)
 from errscope.collector.errors import ConfigError, ConfigErrorKind, StoreError, StoreErrorKind
 from errscope.collector.pipeline import NonToolPolicy
 from errscope.collector.record import Deploy
@@ -33,28 +41,29 @@ def _off(value: str) -> str | None:
 
 
 @click.command()
+@config_option
 @click.option(
     "--otlp-grpc",
-    default="127.0.0.1:4317",
+    default=OTLP_GRPC_ADDRESS,
     show_default=True,
     help="OTLP/gRPC address ('off' to disable).",
 )
 @click.option(
     "--otlp-http",
-    default="127.0.0.1:4318",
+    default=OTLP_HTTP_ADDRESS,
     show_default=True,
     help="OTLP/HTTP address ('off' to disable).",
 )
 @click.option(
     "--api",
-    default="127.0.0.1:4320",
+    default=API_ADDRESS,
     show_default=True,
     help="Query API address ('off' to disable).",
 )
 @click.option(
     "--store",
     envvar="ERRSCOPE_STORE",
-    default="data/errscope.duckdb",
+    default=STORE_PATH,
     show_default=True,
     help="A DuckDB file path, or ducklake:postgres:<conninfo> (with --data-path).",
 )
@@ -136,6 +145,7 @@ def serve(
         max_inflight_bytes=max_inflight_bytes,
         non_tool=NonToolPolicy(non_tool),
         catalog_files=tuple(catalogs),
+        matchers=file_matchers(click.get_current_context()),
     )
     raise SystemExit(run(config))
 
@@ -145,9 +155,7 @@ def serve(
 @click.option("--version", "version_", required=True)
 @click.option("--environment")
 @click.option("--time", "when", help="When the deploy happened (ISO 8601 or e.g. 5m); default now.")
-@click.option(
-    "--api", default=None, help="Sidecar API (default http://127.0.0.1:4320 unless --db)."
-)
+@click.option("--api", default=None, help=f"Sidecar API (default {API_URL} unless --db).")
 @click.option("--token", envvar="ERRSCOPE_TOKEN")
 @click.option(
     "--db",
@@ -190,14 +198,14 @@ def deploy(
             store.add_deploys([mark])
         click.echo(f"marked {service} {version_} at {ts.isoformat()} in {db}")
         return
-    base = (api or os.environ.get("ERRSCOPE_API") or "http://127.0.0.1:4320").rstrip("/")
+    base = (api or os.environ.get("ERRSCOPE_API") or API_URL).rstrip("/")
     if split_http_url(base) is None:
         raise ConfigError(
             ConfigErrorKind.BAD_VALUE,
             "the sidecar's API address must be an http(s) URL",
             entry=mask_secrets(base),
             field="api",
-            hint="for example http://127.0.0.1:4320",
+            hint=f"for example {API_URL}",
         )
     url = base + "/v1/deploys"
     shown = mask_secrets(url)  # an URL's password never reaches the terminal

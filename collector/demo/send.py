@@ -30,12 +30,13 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from errscope.collector import semconv as sc
+from errscope.collector.config import API_URL, OTLP_HTTP_URL
 from errscope.collector.export import ScrubbingSpanExporter
 
 __all__ = ["DEFAULT_API", "DEFAULT_ENDPOINT", "Counts", "Senders", "Target", "mark_deploy"]
 
-DEFAULT_ENDPOINT: Final = "http://127.0.0.1:4318"
-DEFAULT_API: Final = "http://127.0.0.1:4320"
+DEFAULT_ENDPOINT: Final = OTLP_HTTP_URL
+DEFAULT_API: Final = API_URL
 _EXPORT_TIMEOUT_S: Final = 30.0
 _API_TIMEOUT_S: Final = 10.0
 # Back-fill hands the processor a chunk at a time and flushes it; the queue holds a chunk.

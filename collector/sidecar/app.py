@@ -84,7 +84,10 @@ class Sidecar:
         self.sink = StoreSink(self.store)
         # Without a forwarder no passed-on span is needed: skip building and scrubbing it.
         self.pipeline = Pipeline(
-            catalog=catalog, non_tool=config.non_tool, forward=config.forward is not None
+            catalog=catalog,
+            non_tool=config.non_tool,
+            forward=config.forward is not None,
+            matchers=config.matchers,
         )
         self.metrics = Metrics()
         self.admission = Admission(

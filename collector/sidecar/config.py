@@ -13,6 +13,13 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from errscope.collector.config import (
+    API_ADDRESS,
+    OTLP_GRPC_ADDRESS,
+    OTLP_HTTP_ADDRESS,
+    STORE_PATH,
+    Matcher,
+)
 from errscope.collector.errors import ConfigError, ConfigErrorKind
 from errscope.collector.pipeline import NonToolPolicy
 from errscope.collector.ports import is_loopback
@@ -59,10 +66,10 @@ def join_address(host: str, port: int) -> str:
 class ServeConfig:
     """Everything `errscope serve` can be told; defaults are safe (loopback, no forwarding)."""
 
-    otlp_grpc: str | None = "127.0.0.1:4317"
-    otlp_http: str | None = "127.0.0.1:4318"
-    api: str | None = "127.0.0.1:4320"
-    store: str = "data/errscope.duckdb"
+    otlp_grpc: str | None = OTLP_GRPC_ADDRESS
+    otlp_http: str | None = OTLP_HTTP_ADDRESS
+    api: str | None = API_ADDRESS
+    store: str = STORE_PATH
     data_path: str | None = None  # DuckLake stores only: where the Parquet files go
     # DuckDB's buffer pool for a file store; without a bound it caches the table's blocks
     # up to 80% of the machine's memory.  None: DuckDB's default.
@@ -78,6 +85,8 @@ class ServeConfig:
     non_tool: NonToolPolicy = NonToolPolicy.SCRUB
     # User catalog files: their codes are stored as themselves, not as `unknown`.
     catalog_files: tuple[str, ...] = ()
+    # errscope.toml's [[matchers]]: user rules for tool spans, after the known conventions.
+    matchers: tuple[Matcher, ...] = ()
 
     def check(self) -> None:
         """Refuse unsafe or unusable settings with a ConfigError naming the flag."""

@@ -50,6 +50,7 @@ from typing import Final, TypeVar
 import duckdb
 import pyarrow as pa
 
+from errscope.collector.config import STORE_PATH
 from errscope.collector.errors import StoreError, StoreErrorKind
 from errscope.collector.gcpause import gc_paused
 from errscope.collector.record import (
@@ -549,7 +550,7 @@ def open_file_store(
             raise StoreError(
                 StoreErrorKind.BAD_URL,
                 "no file path after duckdb:",
-                hint="give a DuckDB file path: duckdb:data/errscope.duckdb",
+                hint=f"give a DuckDB file path: duckdb:{STORE_PATH}",
             )
     if ":" in url.split("/", 1)[0] and not Path(url).exists() and url != ":memory:":
         raise StoreError(
