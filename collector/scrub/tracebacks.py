@@ -1,24 +1,27 @@
-"""Stack traces: find them in any string, reduce them to their exception type, redact for humans.
+"""Stack traces: find them in any string, keep their exceptions, redact them for humans.
 
-Recognised: Python (chained "direct cause" / "during handling" and exception groups), Java and
-Kotlin ("Caused by", "Suppressed", "... N more"), Node.js (uncaught source excerpt, error
-properties, "Node.js vN"), .NET (" ---> " inner exceptions), Go (panics, fatal errors,
-goroutine dumps), Rust (panics, with or without a backtrace), Ruby and PHP. A trace is found
-after a log message on the same line, with CRLF line ends, inside a JSON string (escaped
-`\\n` line breaks), and when cut off mid-frame by an attribute length limit (it then runs to
-the end of the value).
+Recognised: Python (chained "direct cause" / "during handling", exception groups, captured
+locals), Java and Kotlin ("Caused by", "Suppressed", "... N more"), Node.js (uncaught source
+excerpt, error properties, `{ cause }`, "Node.js vN"), .NET and Mono (" ---> " inner
+exceptions, `[0x...] in <mvid>:0`), Go (panics, fatal errors, goroutine dumps), Rust (panics,
+with or without a backtrace), Ruby and PHP. A trace is found after a log message on the same
+line, with CRLF line ends, inside a JSON string (escaped `\\n` line breaks, up to three
+levels deep), HTML-escaped, with terminal colour codes, and when cut off mid-frame by an
+attribute length limit (it then runs to the end of the value).
 
 Two outputs:
 
-* `strip_traceback(text)` is the value that is kept on a span: every trace becomes its
-  exception type and nothing else (no message, frame, path or source line survives); text
-  around it is kept.
+* `strip_traceback(text)` is the value that is kept on a span: frames, locals, source lines,
+  error properties and the locations headers repeat go; each exception's type and message
+  stay (keyword-assigned values masked, paths trimmed, home user names hidden; secrets are
+  masked by the scrubber over the whole value), and so does the text around the trace. The
+  output is re-escaped the way the trace was (JSON levels, HTML), so a record still parses.
 * `redact_traceback(text)` is the copy for humans: exception types, frame function names,
   relative file names and line numbers; no absolute path prefixes, URL userinfo or queries,
   home directories, user names, source lines, local variables, argument values or
-  error-property values, and messages with secrets masked. A message is scrubbed whole (its
-  full lines, a multi-line Rust panic message as one text, an exception's name with it) and
-  only then cut. At most 8 KiB, with a fingerprint of language, exception type and frame
+  error-property values, and messages scrubbed. A message is scrubbed whole (its full
+  lines, a multi-line Rust panic message as one text, an exception's name with it) and only
+  then cut. At most 8 KiB, with a fingerprint of language, exception type and frame
   functions that groups the same failure across line-number changes.
 
 Cost is linear in the input: a value is first checked for marker literals (most values stop
@@ -31,6 +34,8 @@ kept line once. Nothing here raises on any string.
 from __future__ import annotations
 
 import hashlib
+import html
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +57,7 @@ UNKNOWN_TRACE: Final = "[REDACTED:traceback]"
 _BOUNDARY: Final = "\x00"
 _LINE_PREFIX_CHARS: Final = 2048
 _MESSAGE_MAX_CHARS: Final = 300
+_KEPT_MESSAGE_MAX_CHARS: Final = 2048
 # Literals of which at least one appears in every trace format handled here.
 _MARKERS: Final = (
     "Traceback (most recent call last)",
@@ -67,6 +73,9 @@ _MARKERS: Final = (
     ":in `",
     ":in '",
     "Uncaught ",
+    "  at ",
+    "Unhandled Exception",
+    "UNHANDLED EXCEPTION",
 )
 
 # ── line patterns (applied to bounded line prefixes only) ────────────────────────────────
@@ -94,6 +103,12 @@ _NODE_SPECIAL = re.compile(r"\s+at\s+(?:async\s+)?([^\s(]{1,300})\s+\((native|<a
 _DOTNET_FRAME = re.compile(
     r"\s+at\s+([\w.`<>$|\[\],+-]{1,500})\(([^)]{0,500})\)(?:\s+in\s+(.{1,1000}):line\s+(\d+))?"
 )
+# Mono: `at Ns.Type.Method (System.String id) [0x0001e] in /src/File.cs:16`, or `in <mvid>:0`
+# for framework code without symbols; a wrapper frame starts `at (wrapper managed-to-native)`.
+_MONO_FRAME = re.compile(
+    r"\s+at\s+(?:\(wrapper [^)]{0,100}\)\s+)?([^\s(]{1,500}) \(([^)]{0,500})\)"
+    r"(?:\s+\[0x[0-9a-fA-F]{1,16}\])?(?:\s+in\s+(\S{1,1000}?):(\d+))?\s*(?:<---)?\s*$"
+)
 _JAVA_HEADER = re.compile(
     r"(?:Exception in thread \"[^\"]{0,200}\"\s)?((?:[a-zA-Z_$][\w$]*\.)+[A-Z][\w$]*"
     r"|[A-Z][\w$]*(?:Exception|Error|Throwable))(?=:|\s*$)"
@@ -101,15 +116,23 @@ _JAVA_HEADER = re.compile(
 _NODE_HEADER = re.compile(
     r"(?:Uncaught\s)?([A-Z]\w*(?:Error|Exception)|Error)(?:\s\[[\w-]{1,80}\])?(?=:|\s*$)"
 )
+# Any class name, for a header line right before a Node frame (`class PaymentDeclined extends
+# Error` prints `PaymentDeclined: ...`); matched at the line's start only.
+_NODE_CLASS_HEADER = re.compile(
+    r"(?<![^\s\"'>])(?:Uncaught\s)?([A-Z][\w$]{0,200})(?:\s\[[\w-]{1,80}\])?(?=:\s|\s*$)"
+)
 _DOTNET_HEADER = re.compile(
     r"(?:Unhandled [eE]xception\.\s)?((?:[A-Z]\w*\.)+[A-Z]\w*(?:Exception|Error))(?=:|\s*$)"
 )
 _HEADERS: Final = (("dotnet", _DOTNET_HEADER), ("java", _JAVA_HEADER), ("node", _NODE_HEADER))
 _AT_CONTINUATION = re.compile(
     r"\s*(?:Caused by: |Suppressed: |\.\.\. \d+ (?:more|common frames omitted)"
-    r"|---> |--- End of |\[cause\]: |\[errors\]: |at\s)"
+    r"|---> |--- End of |<---|\[cause\]: |\[errors\]: |at\s"
+    r"|\.\.\. \d+ lines matching cause stack trace \.\.\.)"
 )
-_CAUSED = re.compile(r"(\s*(?:Caused by: |Suppressed: |---> |\[cause\]: ))(.*)")
+_CAUSED = re.compile(
+    r"(\s*(?:Caused by: |Suppressed: |---> (?:\(Inner Exception #\d{1,6}\) )?|\[cause\]: ))(.*)"
+)
 _NODE_SOURCE_CARET = re.compile(r"\s*\^+\s*$")
 _NODE_SOURCE_FILE = re.compile(r"\S+:\d+$")
 _NODE_VERSION = re.compile(r"Node\.js v\d+")
@@ -119,6 +142,7 @@ _GO_LINE = re.compile(
     r"(?:goroutine \d+ \[[^\]]{0,100}\]:|\[signal |\t|\s+|created by |exit status \d+"
     r"|panic: |fatal error: |\[recovered\]|[\w./*()\[\]-]{1,300}\(.{0,500}\)$)"
 )
+_GO_CUT_FUNC = re.compile(r"[\w./*()\[\]{}?, -]{1,500}")
 _GO_GOROUTINE = re.compile(r"goroutine (\d+) (\[[^\]]{0,100}\]):")
 _GO_FUNC = re.compile(r"((?:created by )?[\w./*()\[\]-]{1,300}?)\((.{0,500})\)$")
 _GO_FILE = re.compile(r"\t(\S{1,1000}\.go):(\d+)")
@@ -166,12 +190,15 @@ class RedactedTraceback:
 
 @dataclass(slots=True)
 class _Line:
-    text: str  # content for matching (escaped JSON lines unescaped), no line end
+    text: str  # content for matching (unescaped, entities decoded, colours removed), no line end
     start: int  # offsets of the raw content in the original text
     end: int
     next: int  # offset after the line end
     # The rest of a line after the JSON string that held an escaped trace: never part of one.
     boundary: bool = False
+    depth: int = 0  # JSON string levels the raw line is escaped in (0: none, up to 3)
+    html: bool = False  # the raw line carries HTML character references (`&quot;`)
+    transformed: bool = False  # text differs from the raw slice (escapes, entities, colours)
 
 
 @dataclass(slots=True)
@@ -181,6 +208,7 @@ class _Region:
     col: int  # raw offset in the text where the trace starts (text before it is kept)
     language: str
     exception_type: str | None
+    head: int = -1  # line index of the header of a trace with `at` frames
 
 
 def _has_marker(text: str) -> bool:
@@ -188,56 +216,123 @@ def _has_marker(text: str) -> bool:
 
 
 _REAL_NL = re.compile(r"\r\n|\r|\n")
-# Escaped backslashes are matched first so `\\n` (a backslash, then n) is not a line break.
-_ESCAPED_NL = re.compile(r"\\\\|\\r\\n|\\n")
+# A run of backslashes before an `n`: `\n` is a line break one JSON level deep, `\\n` two
+# levels, `\\\\n` three. The look-behind starts a run only at its first backslash, so a long
+# run costs its length once, not its square.
+_BACKSLASH_N = re.compile(r"(?<!\\)(\\+)n")
+_JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
+_JSON_SIMPLE: Final = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "t": "\t",
+    "n": " ",
+    "r": "",
+    "b": "",
+    "f": "",
+}
+_ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[A-Za-z]")
+_HTML_ENTITY = re.compile(r"&(?:quot|amp|lt|gt|apos|#\d{1,7}|#[xX][0-9a-fA-F]{1,6});")
+_MAX_DEPTH: Final = 3
 
 
-def _closing_quote(text: str, start: int, end: int) -> int:
-    """Offset of the first unescaped `"` in text[start:end] (where a JSON string ends), or -1."""
+def _json_unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code.startswith("u"):
+        char = chr(int(code[1:], 16))
+        # A line break one level deeper is not one of this level's lines: read it as a space.
+        return " " if char in "\r\n" else char
+    return _JSON_SIMPLE[code]
+
+
+def _unescape(text: str, depth: int) -> str:
+    for _ in range(depth):
+        text = _JSON_ESCAPE.sub(_json_unescape, text)
+    return text
+
+
+def _closing_quote(text: str, start: int, end: int, depth: int) -> int:
+    """Offset of the `"` in text[start:end] that ends a JSON string `depth` levels deep, or -1.
+
+    One level deep that is an unescaped quote (an even run of backslashes before it); two
+    levels deep a quote after 1 (mod 4) backslashes, three levels after 3 (mod 8).
+    """
+    unit = 1 << depth
+    want = (unit >> 1) - 1
     pos = text.find('"', start, end)
     while pos >= 0:
         slashes = 0
         # Runs of backslashes longer than 64 are not JSON escapes anyone writes; stop counting.
         while slashes < 64 and pos - slashes - 1 >= start and text[pos - slashes - 1] == "\\":
             slashes += 1
-        if slashes % 2 == 0:
-            return pos
+        if slashes % unit == want:
+            return pos - want  # the backslashes that escape a deeper quote belong to it
         pos = text.find('"', pos + 1, end)
     return -1
 
 
-def _unescape(text: str) -> str:
-    return text.replace('\\"', '"').replace("\\t", "\t").replace("\\/", "/").replace("\\\\", "\\")
+def _escape_depth(segment: str) -> int:
+    """How many JSON levels deep the line breaks of `segment` are escaped (0: none).
+
+    The deepest level with two escaped line breaks wins. One stray `\\n` is more likely a
+    Windows path (`C:\\new`), so two are required, or an escaped quote beside one.
+    """
+    counts = [0] * (_MAX_DEPTH + 1)
+    for match in _BACKSLASH_N.finditer(segment):
+        run = len(match.group(1))
+        for depth in range(1, _MAX_DEPTH + 1):
+            if run == 1 << (depth - 1):
+                counts[depth] += 1
+    for depth in range(_MAX_DEPTH, 0, -1):
+        if counts[depth] >= 2 or (counts[depth] and '\\"' in segment and depth == 1):
+            return depth
+    return 0
+
+
+def _readable(raw: str, depth: int) -> tuple[str, bool]:
+    """A raw line as matched: JSON-unescaped, HTML references decoded, colour codes removed."""
+    decoded = _unescape(raw, depth) if depth else raw
+    html_refs = "&" in decoded and _HTML_ENTITY.search(decoded) is not None
+    if html_refs:
+        decoded = html.unescape(decoded)
+    if "\x1b" in decoded:
+        decoded = _ANSI.sub("", decoded)
+    return decoded, html_refs
 
 
 def _split(text: str) -> list[_Line]:
     lines: list[_Line] = []
 
-    def add_escaped(start: int, end: int, nxt: int, *, opening: bool) -> None:
-        quote = -1 if opening else _closing_quote(text, start, end)
+    def add_plain(start: int, end: int, nxt: int, depth: int) -> None:
+        raw = text[start:end]
+        decoded, html_refs = _readable(raw, depth)
+        decoded = decoded.removesuffix("\r")
+        lines.append(_Line(decoded, start, end, nxt, False, depth, html_refs, decoded != raw))
+
+    def add_escaped(start: int, end: int, nxt: int, depth: int, *, opening: bool) -> None:
+        quote = -1 if opening else _closing_quote(text, start, end, depth)
         if quote < 0:
-            lines.append(_Line(_unescape(text[start:end]), start, end, nxt))
+            add_plain(start, end, nxt, depth)
             return
-        lines.append(_Line(_unescape(text[start:quote]), start, quote, quote))
+        add_plain(start, quote, quote, depth)
         lines.append(_Line(text[quote:end], quote, end, nxt, boundary=True))
 
     def add(start: int, end: int, nxt: int) -> None:
         segment = text[start:end]
-        # Escaped line breaks: a JSON string holding a trace. One stray "\n" is more likely a
-        # Windows path ("C:\new"), so two are required, or an escaped quote beside one.
-        escaped = segment.count("\\n") >= 2 or ("\\n" in segment and '\\"' in segment)
-        if escaped and _has_marker(segment):
-            pos = start
-            opening = True  # the first piece holds the string's opening quote
-            for match in _ESCAPED_NL.finditer(text, start, end):
-                if match.group() == "\\\\":
-                    continue
-                add_escaped(pos, match.start(), match.end(), opening=opening)
-                opening = False
-                pos = match.end()
-            add_escaped(pos, end, nxt, opening=opening)
+        depth = _escape_depth(segment) if "\\" in segment and _has_marker(segment) else 0
+        if not depth:
+            add_plain(start, end, nxt, 0)
             return
-        lines.append(_Line(segment, start, end, nxt))
+        unit = 1 << (depth - 1)
+        pos = start
+        opening = True  # the first piece holds the string's opening quote
+        for match in _BACKSLASH_N.finditer(text, start, end):
+            if len(match.group(1)) != unit:
+                continue
+            add_escaped(pos, match.start(), match.end(), depth, opening=opening)
+            opening = False
+            pos = match.end()
+        add_escaped(pos, end, nxt, depth, opening=opening)
 
     pos = 0
     for match in _REAL_NL.finditer(text):
@@ -265,12 +360,22 @@ def _indented(line: _Line) -> bool:
     return not line.boundary and line.text[:1] in (" ", "\t")
 
 
+_UNSAFE_IN_NEEDLE = re.compile(r"[\"\\\t&<>'\x1b]")
+
+
 def _raw_col(text: str, line: _Line, needle: str, fallback: int) -> int:
-    """Raw offset of `needle` in `line` (escaped lines differ from their matching text)."""
-    found = text.find(needle, line.start, line.end) if needle else -1
-    if found >= 0:
-        return found
-    return min(line.start + fallback, line.end)
+    """Raw offset of `needle` in `line` (escaped lines differ from their matching text).
+
+    On a transformed line only the needle's start up to its first character that escaping,
+    HTML or colour codes could change is looked for; if even that is absent, the trace starts
+    at the line's start.
+    """
+    if not line.transformed:
+        return min(line.start + fallback, line.end)
+    cut = _UNSAFE_IN_NEEDLE.search(needle)
+    needle = needle[: cut.start()] if cut else needle
+    found = text.find(needle, line.start, line.end) if len(needle) >= 3 else -1
+    return found if found >= 0 else line.start
 
 
 # ── per-language region finders: (text, lines, index) -> region or None ───────────────────
@@ -282,7 +387,11 @@ def _python(text: str, lines: list[_Line], i: int) -> _Region | None:
     if match is None:
         return None
     before = line.text[: match.start()]
-    col = line.start if not before.strip(" \t|+") else _raw_col(text, line, match.group(), 0)
+    col = (
+        line.start
+        if not before.strip(" \t|+")
+        else _raw_col(text, line, match.group(), match.start())
+    )
     group = match.group().startswith("Exception Group")
     exc: str | None = None
     n = len(lines)
@@ -355,42 +464,23 @@ def _at_frames(text: str, lines: list[_Line], i: int) -> _Region | None:
         first_frame += 1
     if first_frame >= n or not _AT_FRAME.match(_prefix(lines[first_frame])):
         return None
-    frame = _prefix(lines[first_frame])
-    if _JAVA_FRAME.match(frame) and not _NODE_FRAME.match(frame):
-        language, header = "java", _JAVA_HEADER
-    elif _NODE_FRAME.match(frame) or _NODE_SPECIAL.match(frame):
-        language, header = "node", _NODE_HEADER
-    elif _DOTNET_FRAME.match(frame):
-        language, header = "dotnet", _DOTNET_HEADER
-    elif first_frame == n - 1:
-        # Cut off inside the first frame: the header alone decides the runtime.
-        head_text = _head(lines[i])
-        language, header = next(
-            ((lang, pattern) for lang, pattern in _HEADERS if pattern.search(head_text)),
-            ("java", _JAVA_HEADER),
-        )
-    else:
+    runtime = _at_runtime(lines, i, first_frame)
+    if runtime is None:
         return None
+    language, header = runtime
     head = lines[i]
-    found = header.search(_head(head))
-    if found is None and language == "java":
-        found = _DOTNET_HEADER.search(_head(head))
+    found = _at_header(language, header, _head(head))
     if found is None:
         return None
     exc = found.group(1)
     col = _raw_col(text, head, found.group(), found.start())
     first = i
     # Uncaught Node errors are preceded by "file:line", the source line, a caret line, a blank.
-    if (
-        language == "node"
-        and i >= 4
-        and col == head.start
-        and _blank(lines[i - 1])
-        and _NODE_SOURCE_CARET.match(_prefix(lines[i - 2]))
-        and _NODE_SOURCE_FILE.search(_prefix(lines[i - 4]))
-    ):
+    if language == "node" and not head.text[: found.start()].strip() and _node_excerpt(lines, i):
         first = i - 4
-        col = lines[first].start
+        source_file = _NODE_SOURCE_FILE.search(_head(lines[first]))
+        needle = source_file.group().lstrip("\"'") if source_file else ""
+        col = _raw_col(text, lines[first], needle, len(_head(lines[first])) - len(needle))
     j = i + 1
     in_props = False
     while j < n:
@@ -417,7 +507,50 @@ def _at_frames(text: str, lines: list[_Line], i: int) -> _Region | None:
         k += 1
     if language == "node" and k < n and _NODE_VERSION.match(_prefix(lines[k])):
         last = k
-    return _Region(first, last, col, language, exc)
+    return _Region(first, last, col, language, exc, head=i)
+
+
+def _at_runtime(lines: list[_Line], i: int, first_frame: int) -> tuple[str, re.Pattern[str]] | None:
+    """The runtime (and its header pattern) of the `at` frame at `first_frame`, or None."""
+    frame = _prefix(lines[first_frame])
+    if _JAVA_FRAME.match(frame) and not _NODE_FRAME.match(frame):
+        return "java", _JAVA_HEADER
+    if _NODE_FRAME.match(frame) or _NODE_SPECIAL.match(frame):
+        return "node", _NODE_HEADER
+    if _DOTNET_FRAME.match(frame) or _MONO_FRAME.match(frame):
+        return "dotnet", _DOTNET_HEADER
+    if first_frame != len(lines) - 1:
+        return None
+    # Cut off inside the first frame: Node's source excerpt or the header decides.
+    if _node_excerpt(lines, i):
+        return "node", _NODE_HEADER
+    head_text = _head(lines[i])
+    return next(
+        ((lang, pattern) for lang, pattern in _HEADERS if pattern.search(head_text)),
+        ("java", _JAVA_HEADER),
+    )
+
+
+def _node_excerpt(lines: list[_Line], i: int) -> bool:
+    """Whether "file:line", a source line, a caret line and a blank come before line `i`."""
+    return (
+        i >= 4
+        and _blank(lines[i - 1])
+        and _NODE_SOURCE_CARET.match(_prefix(lines[i - 2])) is not None
+        and _NODE_SOURCE_FILE.search(_prefix(lines[i - 4])) is not None
+    )
+
+
+def _at_header(language: str, header: re.Pattern[str], body: str) -> re.Match[str] | None:
+    found = header.search(body)
+    if found is None and language == "java":
+        found = _DOTNET_HEADER.search(body)
+    if found is None and language == "node":
+        found = _NODE_CLASS_HEADER.search(body)
+    return found
+
+
+_AT_HEADERS: Final = {"java": _JAVA_HEADER, "node": _NODE_HEADER, "dotnet": _DOTNET_HEADER}
 
 
 def _go(text: str, lines: list[_Line], i: int) -> _Region | None:
@@ -443,6 +576,8 @@ def _go(text: str, lines: list[_Line], i: int) -> _Region | None:
         if _blank(cur) or _GO_LINE.match(_prefix(cur)):
             j += 1
             continue
+        if j == n - 1 and _GO_CUT_FUNC.fullmatch(_prefix(cur)):
+            j += 1  # cut off by a length limit inside a function line
         break
     last = j - 1
     while last > i and _blank(lines[last]):
@@ -478,14 +613,27 @@ def _rust(text: str, lines: list[_Line], i: int) -> _Region | None:
 
 def _ruby(text: str, lines: list[_Line], i: int) -> _Region | None:
     line = lines[i]
-    match = _RUBY_START.match(_head(line))
+    match = _ruby_start(_head(line))
     if match is None:
         return None
     n = len(lines)
     j = i + 1
     while j < n and _RUBY_FROM.match(_prefix(lines[j])):
         j += 1
-    return _Region(i, j - 1, line.start, "ruby", match.group(5))
+    if j == n - 1 and _indented(lines[j]) and "from ".startswith(lines[j].text.strip()[:5]):
+        j += 1  # cut off by a length limit inside a "from" line
+    col = _raw_col(text, line, match.group(), match.start())
+    return _Region(i, j - 1, col, "ruby", match.group(5))
+
+
+def _ruby_start(body: str) -> re.Match[str] | None:
+    """Ruby's first line, also after a prefix (`"error": "/app/x.rb:3:in ...`)."""
+    pos = body.find(":in ")
+    if pos < 0:
+        return None
+    # The path starts after the last space, quote or tab before `:in`: one anchored match.
+    start = max(body.rfind(c, 0, pos) for c in " \t\"'>") + 1
+    return _RUBY_START.match(body, start)
 
 
 def _php(text: str, lines: list[_Line], i: int) -> _Region | None:
@@ -498,10 +646,15 @@ def _php(text: str, lines: list[_Line], i: int) -> _Region | None:
     followed = i + 1 < n and _PHP_LINE.match(_prefix(lines[i + 1]))
     if not followed and ("Uncaught " not in body or "Fatal error" not in body):
         return None
-    col = _raw_col(text, line, "PHP " if body.startswith("PHP ") else match.group(), match.start())
+    col = _raw_col(text, line, match.group(), match.start())
     j = i + 1
-    while j < n and _PHP_LINE.match(_prefix(lines[j])):
-        j += 1
+    while j < n:
+        if _PHP_LINE.match(_prefix(lines[j])):
+            j += 1
+        elif _blank(lines[j]) and j + 1 < n and _prefix(lines[j + 1]).startswith("Next "):
+            j += 2  # a previous exception: "#2 {main}", a blank line, "Next X: ..."
+        else:
+            break
     return _Region(i, j - 1, col, "php", match.group(1).replace("\\\\", "\\"))
 
 
@@ -538,36 +691,194 @@ def _regions(text: str) -> tuple[list[_Line], list[_Region]]:
 
 
 # ── the kept value ──────────────────────────────────────────────────────────────────────
+#
+# Each renderer returns the lines of a trace that a kept value holds: exception types with
+# their messages (cleaned by `clean`) and nothing of frames, source lines, locals, error
+# properties, or the location a header repeats from the frames.
 
 
-def strip_traceback_count(text: str) -> tuple[str, int]:
-    """`strip_traceback`'s text plus the number of traces removed (for redaction counts)."""
-    stripped, _, count = _strip(text)
+def _kept_python(lines: list[_Line], region: _Region, clean: Callable[[str], str]) -> list[str]:
+    out: list[str] = []
+    expect_exc = False  # only the first line after frames (or a group's rule) is an exception
+    for index in range(region.first + 1, region.last + 1):
+        line = lines[index].text
+        body = line[:_LINE_PREFIX_CHARS]
+        if _PY_FRAME.match(body):
+            expect_exc = True
+            continue
+        if expect_exc and body.strip():
+            plain = None if _indented(lines[index]) else _PY_EXC.match(body)
+            found = _PY_GROUP_EXC.match(body) or plain
+            if found is not None:
+                out.append(clean(line[found.start(1) :].strip()))
+                expect_exc = False
+                continue
+        if _PY_START.search(body) or _PY_CHAIN.match(body) or _PY_GROUP_RULE.match(body.strip()):
+            expect_exc = True
+    return out
+
+
+def _kept_at(lines: list[_Line], region: _Region, clean: Callable[[str], str]) -> list[str]:
+    out: list[str] = []
+    for index in range(region.head, region.last + 1):
+        line = lines[index].text
+        body = line[:_LINE_PREFIX_CHARS]
+        if index == region.head:
+            header = _at_header(region.language, _AT_HEADERS[region.language], body)
+            if header is not None:
+                out.append(clean(line[header.start() :].strip()))
+            continue
+        caused = _CAUSED.match(body)
+        if caused:
+            out.append(clean(line.strip()))
+    return out
+
+
+def _kept_go(lines: list[_Line], region: _Region, clean: Callable[[str], str]) -> list[str]:
+    out: list[str] = []
+    for index in range(region.first, region.last + 1):
+        line = lines[index].text
+        if index == region.first:
+            start = _GO_START.search(line[:_LINE_PREFIX_CHARS])
+            line = line[start.start() :] if start else line
+        # A re-panic prints its panics indented under the first: "\tpanic: ...".
+        stripped = line.strip()
+        if stripped.startswith(("panic: ", "fatal error: ", "[signal ")):
+            out.append(clean(stripped))
+    return out
+
+
+def _kept_rust(lines: list[_Line], region: _Region, clean: Callable[[str], str]) -> list[str]:
+    out: list[str] = []
+    message: list[str] = []
+    for index in range(region.first, region.last + 1):
+        line = lines[index].text
+        body = line[:_LINE_PREFIX_CHARS]
+        panic = _RUST_PANIC.search(body)
+        if panic:
+            # "thread 'main' panicked at src/main.rs:5:5:" keeps the thread, not the location.
+            lead, old_message = panic.group(1), panic.group(2)
+            head = lead.removesuffix(" at ") + ":"
+            out.append(head + (f" {clean(old_message)}" if old_message is not None else ""))
+            continue
+        if _RUST_FRAME.match(body) or _RUST_AT.match(body) or _RUST_LINE.match(body):
+            if message:
+                out.append(clean("\n".join(message)))
+                message.clear()
+            continue
+        if body.strip():
+            message.append(line.strip())
+    if message:
+        out.append(clean("\n".join(message)))
+    return out
+
+
+def _kept_ruby(lines: list[_Line], region: _Region, clean: Callable[[str], str]) -> list[str]:
+    start = _ruby_start(lines[region.first].text[:_LINE_PREFIX_CHARS])
+    if start is None:
+        return []
+    return [clean(f"{start.group(4)} ({start.group(5)})")]
+
+
+_PHP_NEXT = re.compile(r"Next ([A-Z][\w\\]{0,300})(?:: (.*?))?(?: in (\S{1,1000}):(\d+))?\s*$")
+
+
+def _kept_php(lines: list[_Line], region: _Region, clean: Callable[[str], str]) -> list[str]:
+    out: list[str] = []
+    for index in range(region.first, region.last + 1):
+        line = lines[index].text
+        body = line[:_LINE_PREFIX_CHARS]
+        found = _PHP_START.search(body) if index == region.first else _PHP_NEXT.match(body)
+        if found is None:
+            continue
+        # The header up to the type, the type, the message; not " in /path/File.php:11".
+        message = found.group(2)
+        if message is not None and len(line) > len(body):
+            message = line[found.start(2) :]
+        head = body[found.start() : found.end(1)]
+        out.append(clean(head + (f": {message}" if message else "")))
+    return out
+
+
+_KEPT: Final[dict[str, Callable[[list[_Line], _Region, Callable[[str], str]], list[str]]]] = {
+    "python": _kept_python,
+    "java": _kept_at,
+    "node": _kept_at,
+    "dotnet": _kept_at,
+    "go": _kept_go,
+    "rust": _kept_rust,
+    "ruby": _kept_ruby,
+    "php": _kept_php,
+}
+
+
+def _encode_like(text: str, line: _Line) -> str:
+    """`text` written the way the raw `line` is: HTML references, then JSON string levels."""
+    if line.html:
+        text = html.escape(text, quote=True)
+    for _ in range(line.depth):
+        text = json.dumps(text, ensure_ascii=False)[1:-1]
+    return text
+
+
+def strip_traceback_count(text: str, scrubber: Scrubber | None = None) -> tuple[str, int]:
+    """The kept value's text before secret masking, and the number of traces reduced.
+
+    Secrets that `scrubber`'s rules (default: the built-in rules) find are left for the
+    caller's own pass over the whole value (`Scrubber.scrub`), which counts them per rule;
+    values given to credential-like names that no rule finds are masked here.
+    """
+    stripped, _, count = _strip(text, scrubber)
     return stripped, count
 
 
-def strip_traceback(text: str) -> tuple[str, str | None]:
-    """Reduce every trace in `text` to its exception type; return the text and the first type.
+def strip_traceback(text: str, scrubber: Scrubber | None = None) -> tuple[str, str | None]:
+    """Reduce every trace in `text` to its exceptions; return the text and the first type.
 
-    The type is None when there is no trace. A trace whose type cannot be known (a Python
-    trace cut off before its last line) becomes `[REDACTED:traceback]`.
+    Each trace keeps its exception types and their messages (chained causes included), with
+    keyword-assigned values masked, paths trimmed and user names hidden, and with secrets
+    masked when `scrubber` is given (`Scrubber.scrub` masks them in the whole value anyway);
+    frames, source lines, locals and error properties go. Text around a trace is kept as it
+    is. The type is None when there is no trace. A trace whose exception cannot be known (a
+    Python trace cut off before its last line) becomes `[REDACTED:traceback]`.
     """
-    stripped, exc, _ = _strip(text)
-    return stripped, exc
+    stripped, exc, _ = _strip(text, scrubber)
+    if exc is None:
+        return stripped, exc
+    return _scrubber(scrubber).scrub_secrets(stripped).text, exc
 
 
-def _strip(text: str) -> tuple[str, str | None, int]:
+def _scrubber(scrubber: Scrubber | None) -> Scrubber:
+    if scrubber is not None:
+        return scrubber
+    # Imported here: collector.scrub imports this module, so a top-level import would cycle.
+    from errscope.collector.scrub import default_scrubber  # noqa: PLC0415
+
+    return default_scrubber()
+
+
+def _strip(text: str, scrubber: Scrubber | None = None) -> tuple[str, str | None, int]:
     try:
         lines, regions = _regions(text)
     except RecursionError:  # pragma: no cover - nothing here recurses; fail closed anyway
         return UNKNOWN_TRACE, None, 1
     if not regions:
         return text, None, 0
+    users = _users(text)
+    is_secret = _scrubber(scrubber).contains_secret
+
+    def clean(message: str) -> str:
+        return _kept_message(message, is_secret, users)
+
     pieces: list[str] = []
     pos = 0
     for region in regions:
+        first = lines[region.first]
+        kept = _KEPT[region.language](lines, region, clean)
+        newline = "\r\n" if text[first.end : first.next] == "\r\n" else "\n"
+        body = newline.join(kept) if kept else (region.exception_type or UNKNOWN_TRACE)
         pieces.append(text[pos : region.col])
-        pieces.append(region.exception_type or UNKNOWN_TRACE)
+        pieces.append(_encode_like(body, first))
         pos = lines[region.last].end
     pieces.append(text[pos:])
     return "".join(pieces), regions[0].exception_type, len(regions)
@@ -580,7 +891,8 @@ def _relpath(path: str) -> str:
     """A path without its absolute prefix: vendor-relative, or its last two components.
 
     A URL loses its userinfo, query and fragment first (Deno and browser bundles load code
-    from `https://user:pw@host/app.js?token=...`).
+    from `https://user:pw@host/app.js?token=...`); a home directory (`/home/<user>/`,
+    `/Users/<user>/`, `C:\\Users\\<user>\\`, `~/`) goes with the user name in it.
     """
     url = _URL.match(path)
     if url:
@@ -588,22 +900,105 @@ def _relpath(path: str) -> str:
     path = path.removeprefix("file://")
     if path.startswith(("node:", "<")) or not path:
         return path
-    parts = [p for p in re.split(r"[\\/]", path) if p]
+    home = _HOME_PREFIX.match(path)
+    absolute = home is not None or path.startswith(("/", "\\")) or _DRIVE.match(path) is not None
+    parts = [p for p in re.split(r"[\\/]", path[home.end() :] if home else path) if p]
     for index, part in enumerate(parts):
         if part in _VENDOR_DIRS and index + 1 < len(parts):
             return "/".join(parts[index:])
-    absolute = path.startswith(("/", "~", "\\")) or re.match(r"[A-Za-z]:[\\/]", path)
     if absolute or len(parts) > 2:
         return "/".join(parts[-2:])
     return "/".join(parts)
 
 
-def _clean_message(message: str, scrubber: Scrubber | None) -> str:
+_HOME_PREFIX = re.compile(
+    r"(?:[A-Za-z]:)?[\\/]+(?:home|Users|users)[\\/]+[^\\/]{1,100}[\\/]*|~[\\/]*"
+)
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
+# A user name as it appears in a home directory; JSON-escaped backslashes are allowed.
+_HOME_USER = re.compile(r"(?:/home/|/Users/|\\Users\\{1,4})([A-Za-z0-9][\w.-]{1,63})")
+_USER_PLACEHOLDER: Final = "<user>"
+_MAX_USERS: Final = 8
+
+
+def _users(text: str) -> tuple[str, ...]:
+    """The user names of the home directories in `text` (a few, longest first)."""
+    names: set[str] = set()
+    for match in _HOME_USER.finditer(text):
+        names.add(match.group(1))
+        if len(names) >= _MAX_USERS:
+            break
+    return tuple(sorted(names, key=len, reverse=True))
+
+
+def _hide_users(text: str, users: tuple[str, ...]) -> str:
+    # A user name also shows outside paths (`alice-python/app.py`, `User alice not found`).
+    for name in users:
+        text = text.replace(name, _USER_PLACEHOLDER)
+    return text
+
+
+# A value given to a credential-like name: `token=<v>`, `session: <v>`, `api-key <v>`,
+# `grant <v>`. With `=` or `:` any value of 4+ characters is masked; after a space only a
+# credential-shaped one (12+ characters with letters and digits), so `session close failed`
+# and `key 'acme' not found` stay readable. Bounded pieces, no nested quantifiers.
+_KEYWORD_VALUE = re.compile(
+    r"(?i)(?<![a-z0-9])((?:[a-z0-9]{1,20}[_.-]){0,2}"
+    r"(?:token|secret|password|passwd|pwd|pass|passphrase|session|sess|sid|auth|authorization"
+    r"|bearer|api[_-]?key|apikey|key|grant|credentials?|cookie|signature|sig|jwt)"
+    r"(?:[_.-][a-z0-9]{1,20}){0,2})(\s{0,3}[=:]\s{0,3}['\"]?|\s{1,3})([^\s'\",;&)\]}>]{4,})"
+)
+_KEYWORD_MASK: Final = "[REDACTED:keyword-value]"
+_NOT_VALUES: Final = frozenset(
+    {"bearer", "basic", "digest", "token", "none", "null", "true", "false"}
+)
+
+
+def _mask_keyword_values(message: str, is_secret: Callable[[str], bool] | None) -> str:
+    def mask(match: re.Match[str]) -> str:
+        value = match.group(3)
+        if value.startswith("[") or value.lower() in _NOT_VALUES:
+            return match.group()
+        if not match.group(2).strip() and not (
+            len(value) >= 12 and re.search(r"\d", value) and re.search(r"[A-Za-z]", value)
+        ):
+            return match.group()
+        if is_secret is not None and is_secret(value):
+            return match.group()  # a rule masks it later, under its own id and count
+        return match.group(1) + match.group(2) + _KEYWORD_MASK
+
+    return _KEYWORD_VALUE.sub(mask, message)
+
+
+def _tidy(
+    message: str, users: tuple[str, ...], is_secret: Callable[[str], bool] | None = None
+) -> str:
+    """Keyword-assigned values masked, paths trimmed, user names hidden."""
+    message = _mask_keyword_values(message, is_secret)
+    message = _ABS_PATH.sub(lambda m: _relpath(m.group()), message)
+    return _hide_users(message, users)
+
+
+def _clean_message(message: str, scrubber: Scrubber | None, users: tuple[str, ...] = ()) -> str:
     # Scrub, then cut: cut first, a token across the cut keeps a prefix too short for its
     # rule (an OpenAI key's first 30 characters were stored).
     if scrubber is not None:
         message = scrubber.scrub_secrets(message).text
-    return _ABS_PATH.sub(lambda m: _relpath(m.group()), message[:_MESSAGE_MAX_CHARS])
+    return _tidy(message[:_MESSAGE_MAX_CHARS], users)
+
+
+def _safe_cut(message: str, limit: int) -> str:
+    """`message` cut to `limit` characters at a space, so no token is left half-kept."""
+    if len(message) <= limit:
+        return message
+    space = message.rfind(" ", 0, limit)
+    return (message[:space] if space > 0 else "") + " …[cut]"
+
+
+def _kept_message(message: str, is_secret: Callable[[str], bool], users: tuple[str, ...]) -> str:
+    # Secrets are masked afterwards in the whole kept value (`Scrubber.scrub`), so each is
+    # counted under its rule; a cut at a space leaves every token whole for that pass.
+    return _tidy(_safe_cut(message, _KEPT_MESSAGE_MAX_CHARS), users, is_secret)
 
 
 def _human_python(
@@ -658,17 +1053,13 @@ def _human_at(
     lines: list[_Line], region: _Region, scrub: Callable[[str], str], funcs: list[str]
 ) -> list[str]:
     out: list[str] = []
-    header_done = False
     for index in range(region.first, region.last + 1):
         line = lines[index].text
         body = line[:_LINE_PREFIX_CHARS]
-        if not header_done:
-            header = {"java": _JAVA_HEADER, "node": _NODE_HEADER, "dotnet": _DOTNET_HEADER}[
-                region.language
-            ].search(body)
-            if header is None:
+        if index <= region.head:
+            header = _at_header(region.language, _AT_HEADERS[region.language], body)
+            if index < region.head or header is None:
                 continue  # Node's source excerpt before the header: code, not kept
-            header_done = True
             rest = line[header.end() :].lstrip(":").strip()
             out.append(header.group(1) + (f": {scrub(rest)}" if rest else ""))
             continue
@@ -689,13 +1080,9 @@ def _human_at(
             funcs.append(special.group(1))
             out.append(f"    at {special.group(1)} ({special.group(2)})")
             continue
-        dotnet = _DOTNET_FRAME.match(body) if region.language == "dotnet" else None
-        if dotnet:
-            method, params, path, line_no = dotnet.groups()
-            funcs.append(method)
-            where = f" in {_relpath(path)}:line {line_no}" if path else ""
-            # .NET prints parameter types and names, but a hand-made frame can hold values.
-            out.append(f"   at {method}({scrub(params) if params else ''}){where}")
+        dotnet = _human_dotnet_frame(body, scrub, funcs) if region.language == "dotnet" else None
+        if dotnet is not None:
+            out.append(dotnet)
             continue
         caused = _CAUSED.match(body)
         if caused:
@@ -705,9 +1092,41 @@ def _human_at(
             funcs.append(name.strip() if kept.startswith(name.strip()) else "?")
             out.append(caused.group(1) + kept)
             continue
-        if re.match(r"\s*(?:\.\.\. \d+ (?:more|common frames omitted)|--- End of )", body):
+        if _ELISION.match(body):
             out.append(scrub(line.rstrip()))
+            continue
+        cut = _CUT_AT_FRAME.match(body) if index == len(lines) - 1 else None
+        if cut:
+            # The value ends inside this frame (a length limit): its function is still known.
+            funcs.append(cut.group(1))
+            out.append(f"    at {cut.group(1)} …[cut]")
     return out
+
+
+def _human_dotnet_frame(body: str, scrub: Callable[[str], str], funcs: list[str]) -> str | None:
+    """A .NET (`at X.M(String s) in /src/F.cs:line 5`) or Mono frame, redacted; else None."""
+    dotnet = _DOTNET_FRAME.match(body)
+    if dotnet:
+        method, params, path, line_no = dotnet.groups()
+        funcs.append(method)
+        where = f" in {_relpath(path)}:line {line_no}" if path else ""
+        # .NET prints parameter types and names, but a hand-made frame can hold values.
+        return f"   at {method}({scrub(params) if params else ''}){where}"
+    mono = _MONO_FRAME.match(body)
+    if mono:
+        method, params, path, line_no = mono.groups()
+        funcs.append(method)
+        # `in <mvid>:0` names an assembly without symbols: no file to show.
+        where = f" in {_relpath(path)}:{line_no}" if path and not path.startswith("<") else ""
+        return f"  at {method} ({scrub(params) if params else ''}){where}"
+    return None
+
+
+_ELISION = re.compile(
+    r"\s*(?:\.\.\. \d+ (?:more|common frames omitted|lines matching cause stack trace \.\.\.)"
+    r"|--- End of )"
+)
+_CUT_AT_FRAME = re.compile(r"\s+at\s+(?:async\s+)?(?:new\s+)?([\w$.<>\[\]`]{1,300})[\s(]")
 
 
 def _human_go(
@@ -808,7 +1227,7 @@ def _human_ruby(
     out: list[str] = []
     for index in range(region.first, region.last + 1):
         body = lines[index].text[:_LINE_PREFIX_CHARS]
-        start = _RUBY_START.match(body)
+        start = _ruby_start(body)
         if start:
             path, line_no, method, message, exc = start.groups()
             funcs.append(method)
@@ -899,14 +1318,12 @@ def redact_traceback(text: str, scrubber: Scrubber | None = None) -> RedactedTra
     lines, regions = _regions(text)
     if not regions:
         return None
-    if scrubber is None:
-        # Imported here: collector.scrub imports this module, so a top-level import would cycle.
-        from errscope.collector.scrub import default_scrubber  # noqa: PLC0415
+    scrubber = _scrubber(scrubber)
 
-        scrubber = default_scrubber()
+    users = _users(text)
 
     def scrub(message: str) -> str:
-        return _clean_message(message, scrubber)
+        return _clean_message(message, scrubber, users)
 
     parts: list[str] = []
     funcs: list[str] = []
@@ -921,7 +1338,7 @@ def redact_traceback(text: str, scrubber: Scrubber | None = None) -> RedactedTra
     key = "\n".join([first.language, *(r.exception_type or "?" for r in regions), *funcs])
     fingerprint = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return RedactedTraceback(
-        text=_cap(parts, HUMAN_MAX_BYTES),
+        text=_hide_users(_cap(parts, HUMAN_MAX_BYTES), users),
         exception_type=first.exception_type,
         fingerprint=fingerprint,
         language=first.language,

@@ -28,10 +28,10 @@ def _token() -> str:
 
 
 def test_plain_text_mode() -> None:
-    """Plain text in, scrubbed text out: secrets masked, trace reduced to its type."""
+    """Plain text in, scrubbed text out: secrets masked, trace reduced to its exception."""
     result = CliRunner().invoke(scrub, [], input=f"token {_token()}\n{TRACE}")
     assert result.exit_code == 0
-    assert result.output == "token [REDACTED:github-pat]\nKeyError\n"
+    assert result.output == "token [REDACTED:github-pat]\nKeyError: 'INV-17'\n"
 
 
 def test_jsonl_mode_keeps_order_and_ids() -> None:
@@ -47,7 +47,7 @@ def test_jsonl_mode_keeps_order_and_ids() -> None:
     out = [json.loads(line) for line in result.output.splitlines()]
     assert out == [
         {"id": 1, "text": "auth failed for [REDACTED:github-pat]"},
-        {"id": "b", "text": "KeyError\n"},
+        {"id": "b", "text": "KeyError: 'INV-17'\n"},
         {"id": 3, "text": "job INV-17 not_found", "extra": True},
     ]
 

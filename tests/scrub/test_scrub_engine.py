@@ -286,7 +286,7 @@ def test_contains_secret(scrubber: Scrubber) -> None:
 
 
 def test_scrub_strips_traceback_before_masking(scrubber: Scrubber) -> None:
-    """scrub() keeps only the exception type of a trace; scrub_secrets() leaves it."""
+    """scrub() keeps a trace's exception and message, not its frames; scrub_secrets() leaves it."""
     trace = (
         "Traceback (most recent call last):\n"
         '  File "/home/alice/app/tools.py", line 3, in lookup\n'
@@ -294,7 +294,7 @@ def test_scrub_strips_traceback_before_masking(scrubber: Scrubber) -> None:
         "KeyError: 'INV-17'\n"
     )
     out = scrubber.scrub("lookup failed: " + trace)
-    assert out.text == "lookup failed: KeyError\n"
+    assert out.text == "lookup failed: KeyError: 'INV-17'\n"
     assert out.counts["traceback"] == 1
     assert scrubber.scrub_secrets(trace).text == trace
 

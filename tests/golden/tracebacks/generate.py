@@ -2,6 +2,7 @@
 
     python tests/golden/tracebacks/generate.py            # inputs only (<case>.input.txt)
     python tests/golden/tracebacks/generate.py --expected # also rewrite the expected outputs
+    python tests/golden/tracebacks/generate.py --expected-only # expected outputs of the inputs as they are
 
 Each case runs a tiny program that fails (Python, Node.js, Java, Rust, and Go, Ruby, PHP when
 their toolchains are installed) in a temporary directory under a fake home, and records what
@@ -331,8 +332,10 @@ CASES: dict[str, tuple[str, Callable[[Path], str], Callable[[str], str] | None]]
 
 def main(argv: list[str]) -> int:
     """Regenerate the inputs (and with --expected, the expected outputs)."""
-    write_expected = "--expected" in argv
+    write_expected = "--expected" in argv or "--expected-only" in argv
     for case, (tool, produce, wrap) in CASES.items():
+        if "--expected-only" in argv:
+            break
         if shutil.which(tool) is None:
             print(f"skip {case}: {tool} is not installed", file=sys.stderr)
             continue
