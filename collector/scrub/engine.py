@@ -49,6 +49,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 import hyperscan
+import orjson
 import re2
 
 from errscope.collector.errors import RulesError, RulesErrorKind
@@ -133,6 +134,11 @@ _PERCENT_TABLE: Final = {
         for lo in "0123456789abcdefABCDEF"
     },
 }
+# A streamed response kept as its deltas: a JSON array of strings ("Sure, I sa", "ved your
+# key sk-...", ...).  A secret cut across deltas is read in the deltas joined; masking then
+# keeps the array's separators, so every delta keeps its place and only its part of the
+# secret becomes a mask.
+_CHUNK_SEP: Final = re.compile(rb'(^\s*\[\s*"|"\s*,\s*"|"\s*\]\s*$)')
 _BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -373,8 +379,38 @@ def _derive(view: _View, pattern: re.Pattern[bytes], decode: Callable[[bytes], b
     )
 
 
+def _is_string_array(data: bytes) -> bool:
+    """Whether `data` is a JSON array of two or more strings (streamed deltas)."""
+    head = data[:64].lstrip()
+    if not head.startswith(b'["') or not data.rstrip().endswith(b'"]'):
+        return False
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            parsed = json.loads(data)
+        except (ValueError, RecursionError):
+            return False
+    return (
+        isinstance(parsed, list) and len(parsed) > 1 and all(isinstance(p, str) for p in parsed)
+    )
+
+
+def _chunk_separators(data: bytes) -> list[tuple[int, int]]:
+    """The byte spans of a string array's framing (`["`, `", "`, `"]`), or none."""
+    if not _is_string_array(data):
+        return []
+    return [match.span() for match in _CHUNK_SEP.finditer(data)]
+
+
+def _decode_nothing(_token: bytes) -> bytes:
+    return b""
+
+
 def _views(data: bytes) -> list[_View]:
     views = [_View(data)]
+    if _is_string_array(data):
+        views.append(_derive(views[0], _CHUNK_SEP, _decode_nothing))
     if not _VIEW_TRIGGER.search(data):
         return views  # most values: no byte that starts an escape (one C scan, not six)
     index = 0
@@ -562,7 +598,7 @@ class Scrubber:
             return Scrubbed(value, _NO_COUNTS)
         pieces: list[bytes] = []
         last = 0
-        for start, stop, index in spans:
+        for start, stop, index in _split_at(spans, _chunk_separators(data) if spans else []):
             pieces.append(data[last:start])
             pieces.append(self._marker(self._compiled[index].rule.id, data[start:stop]))
             last = stop
@@ -884,6 +920,31 @@ def _base64_database() -> Any:
         expressions=[_BASE64_TEXT_HS], ids=[0], elements=1, flags=[hyperscan.HS_FLAG_SINGLEMATCH]
     )
     return db
+
+
+def _split_at(
+    spans: list[tuple[int, int, int]], keep: list[tuple[int, int]]
+) -> list[tuple[int, int, int]]:
+    """`spans` with the `keep` spans (a string array's framing) cut out of them, so a secret
+    streamed across deltas is masked delta by delta and the array stays an array."""
+    if not keep:
+        return spans
+    starts = [start for start, _ in keep]
+    result: list[tuple[int, int, int]] = []
+    for start, stop, index in spans:
+        i = bisect_right(starts, start) - 1
+        i = max(i, 0)
+        cursor = start
+        while i < len(keep) and keep[i][0] < stop:
+            k_start, k_stop = keep[i]
+            if k_stop > cursor:
+                if k_start > cursor:
+                    result.append((cursor, k_start, index))
+                cursor = max(cursor, k_stop)
+            i += 1
+        if cursor < stop:
+            result.append((cursor, stop, index))
+    return result
 
 
 def _outside_markers(data: bytes, found: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
