@@ -35,6 +35,7 @@ import functools
 import hashlib
 import hmac
 import html
+import ipaddress
 import json
 import math
 import re
@@ -253,7 +254,43 @@ def _public_jwt(secret: bytes) -> bool:
     return payload is not None and payload.get("role") == "anon"
 
 
+_WORDISH: Final = re.compile(rb"[A-Za-z]{1,12}|[0-9]{1,12}")
+_TOKEN_SPLIT: Final = re.compile(rb"[-_.:/]")
+
+
+def _token(secret: bytes) -> bool:
+    """A random-looking token: letters and digits mixed, and not words or numbers joined by
+    separators (`user-profile-2024`, `prod.db.creds`), which read as names, not keys."""
+    digits = sum(1 for c in secret if 48 <= c <= 57)
+    letters = sum(1 for c in secret if 65 <= c <= 90 or 97 <= c <= 122)
+    if digits < 2 or letters < 4:
+        return False
+    return not all(_WORDISH.fullmatch(part) for part in _TOKEN_SPLIT.split(secret) if part)
+
+
+def _ssn(secret: bytes) -> bool:
+    """A US SSN in an issued range: area 001-899 but not 666, group 01-99, serial 0001-9999."""
+    digits = bytes(c for c in secret if 48 <= c <= 57)
+    if len(digits) != 9:
+        return False
+    area, group, serial = int(digits[:3]), int(digits[3:5]), int(digits[5:])
+    return 0 < area < 900 and area != 666 and group > 0 and serial > 0
+
+
+def _public_ip(secret: bytes) -> bool:
+    """An address that can name a subscriber: not private, loopback, link-local, reserved,
+    multicast or documentation space (those identify a machine inside one network)."""
+    try:
+        address = ipaddress.ip_address(secret.decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return address.is_global and not address.is_multicast
+
+
 _VALIDATORS: Final[Mapping[str, Callable[[bytes], bool]]] = {
+    "token": _token,
+    "ssn": _ssn,
+    "public-ip": _public_ip,
     "github-checksum": _github_checksum,
     "luhn": _luhn,
     "iban": _iban,
@@ -742,6 +779,8 @@ class Scrubber:
                     found += self._in_base64(view, first_only=first_only, depth=depth)
                     if first_only and found:
                         return found
+        if depth == 0 and found and not first_only:
+            found += _repeats(data, found)
         if b"[REDACTED:" in data:
             found = _outside_markers(data, found)
         found.sort(key=lambda span: (span[0], span[2]))
@@ -941,6 +980,27 @@ def _base64_database() -> Any:
         expressions=[_BASE64_TEXT_HS], ids=[0], elements=1, flags=[hyperscan.HS_FLAG_SINGLEMATCH]
     )
     return db
+
+
+_REPEAT_MIN_BYTES: Final = 12
+_MAX_REPEATED: Final = 32
+
+
+def _repeats(data: bytes, found: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Every other place the text of a finding occurs: a secret named once (`KEY=...`) is
+    masked where it is repeated bare too (`--password ...`, a chat message quoting it).
+    At most 32 distinct secrets, each found with one linear `bytes.find` pass."""
+    secrets: dict[bytes, int] = {}
+    for start, stop, index in found:
+        if stop - start >= _REPEAT_MIN_BYTES and len(secrets) < _MAX_REPEATED:
+            secrets.setdefault(data[start:stop], index)
+    extra: list[tuple[int, int, int]] = []
+    for secret, index in secrets.items():
+        at = data.find(secret)
+        while at >= 0:
+            extra.append((at, at + len(secret), index))
+            at = data.find(secret, at + len(secret))
+    return extra
 
 
 def _split_at(

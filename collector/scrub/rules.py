@@ -32,7 +32,9 @@ __all__ = ["VALIDATORS", "AllowList", "Rule", "RuleSet", "compile_regex", "load_
 
 BUILTIN_RULES_FILE: Final = "rules.toml"
 # The closed set of errscope's secret checks (see validators in engine.py).
-VALIDATORS: Final = frozenset({"github-checksum", "luhn", "iban", "jwt", "basic-auth"})
+VALIDATORS: Final = frozenset(
+    {"github-checksum", "luhn", "iban", "jwt", "basic-auth", "token", "ssn", "public-ip"}
+)
 _GROUPS: Final = frozenset({"secret", "pii"})
 _RULE_KEYS: Final = frozenset(
     {
