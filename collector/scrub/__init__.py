@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from errscope.collector.scrub import tracebacks as _tracebacks
 from errscope.collector.scrub.engine import Scrubbed, Scrubber
-from errscope.collector.scrub.rules import Rule, RuleSet, load_rules
-from errscope.collector.scrub.tracebacks import RedactedTraceback, redact_traceback, strip_traceback
+from errscope.collector.scrub.rules import PII_GROUPS, Rule, RuleSet, load_rules
+from errscope.collector.scrub.tracebacks import RedactedTraceback, strip_traceback
 
 __all__ = [
+    "PII_GROUPS",
     "RedactedTraceback",
     "Rule",
     "RuleSet",
@@ -32,5 +34,14 @@ __all__ = [
 
 @lru_cache(maxsize=1)
 def default_scrubber() -> Scrubber:
-    """The shared scrubber with the built-in rules only (compiled once, thread-safe)."""
-    return Scrubber(load_rules())
+    """The shared scrubber (compiled once, thread-safe): the built-in secret rules and every
+    PII group, since what it scrubs is free text that leaves (forwarded spans, stored
+    traceback samples, kept messages)."""
+    return Scrubber(load_rules(pii_groups=PII_GROUPS))
+
+
+def redact_traceback(text: str, scrubber: Scrubber | None = None) -> RedactedTraceback | None:
+    """`tracebacks.redact_traceback` with `default_scrubber()` unless one is given."""
+    return _tracebacks.redact_traceback(
+        text, scrubber if scrubber is not None else default_scrubber()
+    )

@@ -447,9 +447,7 @@ def _is_string_array(data: bytes) -> bool:
             parsed = json.loads(data)
         except (ValueError, RecursionError):
             return False
-    return (
-        isinstance(parsed, list) and len(parsed) > 1 and all(isinstance(p, str) for p in parsed)
-    )
+    return isinstance(parsed, list) and len(parsed) > 1 and all(isinstance(p, str) for p in parsed)
 
 
 def _chunk_separators(data: bytes) -> list[tuple[int, int]]:

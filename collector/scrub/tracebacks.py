@@ -34,14 +34,25 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
-if TYPE_CHECKING:
-    from errscope.collector.scrub.engine import Scrubber
+
+class _Masked(Protocol):
+    @property
+    def text(self) -> str: ...
+
+
+class SecretScrubber(Protocol):
+    """What this module needs of a scrubber (engine.Scrubber is one): passed in, so the
+    engine, which strips tracebacks with this module, is not imported back here."""
+
+    def scrub_secrets(self, value: str) -> _Masked: ...
+
 
 __all__ = [
     "HUMAN_MAX_BYTES",
     "RedactedTraceback",
+    "SecretScrubber",
     "redact_traceback",
     "strip_traceback",
     "strip_traceback_count",
@@ -598,7 +609,7 @@ def _relpath(path: str) -> str:
     return "/".join(parts)
 
 
-def _clean_message(message: str, scrubber: Scrubber | None) -> str:
+def _clean_message(message: str, scrubber: SecretScrubber | None) -> str:
     # Scrub, then cut: cut first, a token across the cut keeps a prefix too short for its
     # rule (an OpenAI key's first 30 characters were stored).
     if scrubber is not None:
@@ -890,20 +901,15 @@ def _cap(lines: list[str], limit: int) -> str:
     return "\n".join(kept)
 
 
-def redact_traceback(text: str, scrubber: Scrubber | None = None) -> RedactedTraceback | None:
+def redact_traceback(text: str, scrubber: SecretScrubber) -> RedactedTraceback | None:
     """The redacted human copy of the traces in `text`, or None when it has none.
 
-    Messages are scrubbed with `scrubber` (default: the built-in rules) and cut to 300
-    characters; the result is at most 8 KiB of UTF-8.
+    Messages are scrubbed with `scrubber` and cut to 300 characters; the result is at most
+    8 KiB of UTF-8. (`errscope.collector.scrub.redact_traceback` defaults the scrubber.)
     """
     lines, regions = _regions(text)
     if not regions:
         return None
-    if scrubber is None:
-        # Imported here: collector.scrub imports this module, so a top-level import would cycle.
-        from errscope.collector.scrub import default_scrubber  # noqa: PLC0415
-
-        scrubber = default_scrubber()
 
     def scrub(message: str) -> str:
         return _clean_message(message, scrubber)
