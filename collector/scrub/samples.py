@@ -191,6 +191,15 @@ def _uuid(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
+def _ssn(rng: random.Random) -> str:
+    area, group, serial = rng.randrange(1, 666), rng.randrange(1, 100), rng.randrange(1, 10000)
+    return f"{area:03d}-{group:02d}-{serial:04d}"
+
+
+def _public_ipv4(rng: random.Random) -> str:
+    return "81." + ".".join(str(rng.randrange(1, 255)) for _ in range(3))
+
+
 def _no_near(_rng: random.Random) -> list[str]:
     return []
 
@@ -576,17 +585,11 @@ def _build() -> dict[str, RuleSamples]:  # noqa: PLR0915 - one table row per rul
         ],
     )
     s["us-ssn"] = RuleSamples(
-        lambda r: Planted(
-            f"ssn on file: {(c := f'{r.randrange(1, 666):03d}-{r.randrange(1, 100):02d}-{r.randrange(1, 10000):04d}')}",
-            c,
-        ),
+        lambda r: Planted(f"ssn on file: {(c := _ssn(r))}", c),
         lambda r: ["ssn on file: 666-12-3456", "ssn on file: 000-12-3456", "ref 123-00-4567"],
     )
     s["ip-address"] = RuleSamples(
-        lambda r: Planted(
-            f"login from {(c := f'81.{r.randrange(1, 255)}.{r.randrange(1, 255)}.{r.randrange(1, 255)}')}",
-            c,
-        ),
+        lambda r: Planted(f"login from {(c := _public_ipv4(r))}", c),
         lambda r: ["login from 10.1.2.3", "login from 127.0.0.1", "bind ::1", "at 12:30:45"],
     )
     s["email-address"] = RuleSamples(
