@@ -3,7 +3,7 @@
     errscope scrub < log.txt                          plain text, scrubbed as a span value
     errscope scrub --jsonl < spans.jsonl              {"id": ..., "text": ...} per line, in order
     errscope scrub --jsonl --traceback < in.jsonl     the redacted human copy of each trace
-    errscope scrub --rules extra.toml --pii ...       add rules (gitleaks-shaped) and PII rules
+    errscope scrub --rules extra.toml --no-pii ...    add rules (gitleaks-shaped); secrets only
 
 A rule file that cannot be loaded prints one line, `error[<kind>] <rule id>.<field>: ...`, to
 stderr and exits 2; a malformed JSONL line exits 2 naming the line number, never echoing it.
@@ -25,7 +25,7 @@ import orjson
 from errscope.collector.cli._common import EXIT_USAGE
 from errscope.collector.errors import RulesError
 from errscope.collector.scrub.engine import Scrubber
-from errscope.collector.scrub.rules import load_rules
+from errscope.collector.scrub.rules import PII_GROUPS, load_rules
 from errscope.collector.scrub.tracebacks import redact_traceback
 
 __all__ = ["scrub"]
@@ -51,7 +51,19 @@ def _fail(message: str) -> NoReturn:
     is_flag=True,
     help="With --jsonl: write the redacted human copy of each traceback instead.",
 )
-@click.option("--pii", is_flag=True, help="Also mask PII (e-mails, card numbers, phones, IBANs).")
+@click.option(
+    "--pii/--no-pii",
+    default=True,
+    show_default=True,
+    help="Mask PII too, as the sidecar does (e-mails, phones, cards, IBANs, SSNs, public IPs).",
+)
+@click.option(
+    "--no-pii-group",
+    "pii_off",
+    multiple=True,
+    type=click.Choice(PII_GROUPS),
+    help="Leave one PII group unmasked (repeatable).",
+)
 @click.option("--secrets-only", is_flag=True, help="Mask secrets but leave tracebacks in place.")
 @click.option("--stats", is_flag=True, help="Print redaction counts per rule to stderr.")
 def scrub(
@@ -60,14 +72,16 @@ def scrub(
     jsonl: bool,
     human_traceback: bool,
     pii: bool,
+    pii_off: tuple[str, ...],
     secrets_only: bool,
     stats: bool,
 ) -> None:
-    """Scrub stdin to stdout: secrets masked, tracebacks reduced to their exception type."""
+    """Scrub stdin to stdout: secrets and PII masked, traces reduced to their exception lines."""
     if human_traceback and not jsonl:
         _fail("error[usage]: --traceback needs --jsonl")
     try:
-        scrubber = Scrubber(load_rules(rule_files, pii=pii))
+        groups = [g for g in PII_GROUPS if g not in pii_off] if pii else []
+        scrubber = Scrubber(load_rules(rule_files, pii_groups=groups))
     except RulesError as exc:
         _fail(exc.describe())
     for rule_id in scrubber.rules.ignored:

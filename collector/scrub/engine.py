@@ -35,6 +35,7 @@ import functools
 import hashlib
 import hmac
 import html
+import ipaddress
 import json
 import math
 import re
@@ -49,6 +50,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 import hyperscan
+import orjson
 import re2
 
 from errscope.collector.errors import RulesError, RulesErrorKind
@@ -133,6 +135,11 @@ _PERCENT_TABLE: Final = {
         for lo in "0123456789abcdefABCDEF"
     },
 }
+# A streamed response kept as its deltas: a JSON array of strings ("Sure, I sa", "ved your
+# key sk-...", ...).  A secret cut across deltas is read in the deltas joined; masking then
+# keeps the array's separators, so every delta keeps its place and only its part of the
+# secret becomes a mask.
+_CHUNK_SEP: Final = re.compile(rb'(^\s*\[\s*"|"\s*,\s*"|"\s*\]\s*$)')
 _BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -209,15 +216,27 @@ def _b64decode(part: bytes) -> bytes | None:
         return None
 
 
-def _jwt(secret: bytes) -> bool:
-    header = _b64decode(secret.split(b".", 1)[0][:2048])
-    if header is None:
-        return False
+def _json_object(part: bytes) -> dict[str, Any] | None:
+    raw = _b64decode(part[:4096])
+    if raw is None:
+        return None
     try:
-        decoded = json.loads(header)
+        decoded = json.loads(raw)
     except ValueError:
+        return None
+    return decoded if isinstance(decoded, dict) else None
+
+
+def _jwt(secret: bytes) -> bool:
+    """A JWS/JWE whose header names its algorithm (RFC 7515: `alg` is required), and that is
+    not public by design: a token whose payload grants the `anon` role (Supabase's anon key,
+    shipped in every browser bundle) only identifies a project."""
+    parts = secret.split(b".", 2)
+    header = _json_object(parts[0])
+    if header is None or "alg" not in header:
         return False
-    return isinstance(decoded, dict)
+    payload = _json_object(parts[1]) if len(parts) > 1 else None
+    return not (payload is not None and payload.get("role") == "anon")
 
 
 def _basic_auth(secret: bytes) -> bool:
@@ -228,7 +247,50 @@ def _basic_auth(secret: bytes) -> bool:
     return ":" in decoded and decoded.isprintable()
 
 
+def _public_jwt(secret: bytes) -> bool:
+    """A JWT granting only the `anon` role: public by design, whichever rule found it."""
+    parts = secret.split(b".", 2)
+    payload = _json_object(parts[1]) if len(parts) == 3 else None
+    return payload is not None and payload.get("role") == "anon"
+
+
+_WORDISH: Final = re.compile(rb"[A-Za-z]{1,12}|[0-9]{1,12}")
+_TOKEN_SPLIT: Final = re.compile(rb"[-_.:/]")
+
+
+def _token(secret: bytes) -> bool:
+    """A random-looking token: letters and digits mixed, and not words or numbers joined by
+    separators (`user-profile-2024`, `prod.db.creds`), which read as names, not keys."""
+    digits = sum(1 for c in secret if 48 <= c <= 57)
+    letters = sum(1 for c in secret if 65 <= c <= 90 or 97 <= c <= 122)
+    if digits < 2 or letters < 4:
+        return False
+    return not all(_WORDISH.fullmatch(part) for part in _TOKEN_SPLIT.split(secret) if part)
+
+
+def _ssn(secret: bytes) -> bool:
+    """A US SSN in an issued range: area 001-899 but not 666, group 01-99, serial 0001-9999."""
+    digits = bytes(c for c in secret if 48 <= c <= 57)
+    if len(digits) != 9:
+        return False
+    area, group, serial = int(digits[:3]), int(digits[3:5]), int(digits[5:])
+    return 0 < area < 900 and area != 666 and group > 0 and serial > 0
+
+
+def _public_ip(secret: bytes) -> bool:
+    """An address that can name a subscriber: not private, loopback, link-local, reserved,
+    multicast or documentation space (those identify a machine inside one network)."""
+    try:
+        address = ipaddress.ip_address(secret.decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return address.is_global and not address.is_multicast
+
+
 _VALIDATORS: Final[Mapping[str, Callable[[bytes], bool]]] = {
+    "token": _token,
+    "ssn": _ssn,
+    "public-ip": _public_ip,
     "github-checksum": _github_checksum,
     "luhn": _luhn,
     "iban": _iban,
@@ -373,8 +435,36 @@ def _derive(view: _View, pattern: re.Pattern[bytes], decode: Callable[[bytes], b
     )
 
 
+def _is_string_array(data: bytes) -> bool:
+    """Whether `data` is a JSON array of two or more strings (streamed deltas)."""
+    head = data[:64].lstrip()
+    if not head.startswith(b'["') or not data.rstrip().endswith(b'"]'):
+        return False
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            parsed = json.loads(data)
+        except (ValueError, RecursionError):
+            return False
+    return isinstance(parsed, list) and len(parsed) > 1 and all(isinstance(p, str) for p in parsed)
+
+
+def _chunk_separators(data: bytes) -> list[tuple[int, int]]:
+    """The byte spans of a string array's framing (`["`, `", "`, `"]`), or none."""
+    if not _is_string_array(data):
+        return []
+    return [match.span() for match in _CHUNK_SEP.finditer(data)]
+
+
+def _decode_nothing(_token: bytes) -> bytes:
+    return b""
+
+
 def _views(data: bytes) -> list[_View]:
     views = [_View(data)]
+    if _is_string_array(data):
+        views.append(_derive(views[0], _CHUNK_SEP, _decode_nothing))
     if not _VIEW_TRIGGER.search(data):
         return views  # most values: no byte that starts an escape (one C scan, not six)
     index = 0
@@ -546,7 +636,7 @@ class Scrubber:
     def scrub(self, value: str) -> Scrubbed:
         """Scrub `value` as a span attribute value: tracebacks reduced to their exception
         type, then every secret masked. Never raises on any string."""
-        stripped, removed = strip_traceback_count(value)
+        stripped, removed = strip_traceback_count(value, self)
         result = self.scrub_secrets(stripped)
         if not removed:
             return result
@@ -562,7 +652,7 @@ class Scrubber:
             return Scrubbed(value, _NO_COUNTS)
         pieces: list[bytes] = []
         last = 0
-        for start, stop, index in spans:
+        for start, stop, index in _split_at(spans, _chunk_separators(data) if spans else []):
             pieces.append(data[last:start])
             pieces.append(self._marker(self._compiled[index].rule.id, data[start:stop]))
             last = stop
@@ -687,6 +777,8 @@ class Scrubber:
                     found += self._in_base64(view, first_only=first_only, depth=depth)
                     if first_only and found:
                         return found
+        if depth == 0 and found and not first_only:
+            found += _repeats(data, found)
         if b"[REDACTED:" in data:
             found = _outside_markers(data, found)
         found.sort(key=lambda span: (span[0], span[2]))
@@ -830,6 +922,8 @@ class Scrubber:
             return None
         if not self._passes_checks(compiled, secret):
             return None
+        if secret.startswith(b"eyJ") and _public_jwt(secret):
+            return None  # public by design under any name (an anon key), see `_jwt`
         if compiled.allow and self._allowed(compiled, data, match.span(), (start, stop)):
             return None
         return start, stop
@@ -884,6 +978,52 @@ def _base64_database() -> Any:
         expressions=[_BASE64_TEXT_HS], ids=[0], elements=1, flags=[hyperscan.HS_FLAG_SINGLEMATCH]
     )
     return db
+
+
+_REPEAT_MIN_BYTES: Final = 12
+_MAX_REPEATED: Final = 32
+
+
+def _repeats(data: bytes, found: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Every other place the text of a finding occurs: a secret named once (`KEY=...`) is
+    masked where it is repeated bare too (`--password ...`, a chat message quoting it).
+    At most 32 distinct secrets, each found with one linear `bytes.find` pass."""
+    secrets: dict[bytes, int] = {}
+    for start, stop, index in found:
+        if stop - start >= _REPEAT_MIN_BYTES and len(secrets) < _MAX_REPEATED:
+            secrets.setdefault(data[start:stop], index)
+    extra: list[tuple[int, int, int]] = []
+    for secret, index in secrets.items():
+        at = data.find(secret)
+        while at >= 0:
+            extra.append((at, at + len(secret), index))
+            at = data.find(secret, at + len(secret))
+    return extra
+
+
+def _split_at(
+    spans: list[tuple[int, int, int]], keep: list[tuple[int, int]]
+) -> list[tuple[int, int, int]]:
+    """`spans` with the `keep` spans (a string array's framing) cut out of them, so a secret
+    streamed across deltas is masked delta by delta and the array stays an array."""
+    if not keep:
+        return spans
+    starts = [start for start, _ in keep]
+    result: list[tuple[int, int, int]] = []
+    for start, stop, index in spans:
+        i = bisect_right(starts, start) - 1
+        i = max(i, 0)
+        cursor = start
+        while i < len(keep) and keep[i][0] < stop:
+            k_start, k_stop = keep[i]
+            if k_stop > cursor:
+                if k_start > cursor:
+                    result.append((cursor, k_start, index))
+                cursor = max(cursor, k_stop)
+            i += 1
+        if cursor < stop:
+            result.append((cursor, stop, index))
+    return result
 
 
 def _outside_markers(data: bytes, found: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:

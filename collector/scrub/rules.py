@@ -18,7 +18,7 @@ Loading is pure and has no global state; the result is immutable and safe to sha
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -28,12 +28,33 @@ import re2
 
 from errscope.collector.errors import RulesError, RulesErrorKind
 
-__all__ = ["VALIDATORS", "AllowList", "Rule", "RuleSet", "compile_regex", "load_rules"]
+__all__ = [
+    "PII_GROUPS",
+    "VALIDATORS",
+    "AllowList",
+    "Rule",
+    "RuleSet",
+    "compile_regex",
+    "load_rules",
+]
 
 BUILTIN_RULES_FILE: Final = "rules.toml"
 # The closed set of errscope's secret checks (see validators in engine.py).
-VALIDATORS: Final = frozenset({"github-checksum", "luhn", "iban", "jwt", "basic-auth"})
+VALIDATORS: Final = frozenset(
+    {"github-checksum", "luhn", "iban", "jwt", "basic-auth", "token", "ssn", "public-ip"}
+)
 _GROUPS: Final = frozenset({"secret", "pii"})
+# The PII groups one can switch off one by one, and the built-in PII rules in each (a user
+# PII rule belongs to no group: it runs whenever any PII group does).
+PII_GROUPS: Final = ("email", "phone", "card", "iban", "ssn", "ip")
+_PII_GROUP_RULES: Final = {
+    "email-address": "email",
+    "phone-number": "phone",
+    "credit-card-number": "card",
+    "iban": "iban",
+    "us-ssn": "ssn",
+    "ip-address": "ip",
+}
 _RULE_KEYS: Final = frozenset(
     {
         "id",
@@ -117,12 +138,23 @@ class RuleSet:
         return len(self.rules)
 
 
-def load_rules(extra: Sequence[Path] = (), *, pii: bool = False) -> RuleSet:
+def load_rules(
+    extra: Sequence[Path] = (), *, pii: bool = False, pii_groups: Collection[str] | None = None
+) -> RuleSet:
     """Load the built-in rules plus the gitleaks-shaped TOML files in `extra`, in order.
 
-    With `pii=False` rules of group "pii" are left out. Raises `RulesError` (kind and the
-    offending rule id and field; never a payload value) for any file that cannot be used.
+    PII rules (group "pii") are loaded for the PII groups named in `pii_groups` (a subset of
+    `PII_GROUPS`: email, phone, card, iban, ssn, ip); `pii=True` alone means all of them, and
+    neither means none. Raises `RulesError` (kind and the offending rule id and field; never
+    a payload value) for any file that cannot be used, and `ValueError` for an unknown group.
     """
+    if pii_groups is None:
+        groups = frozenset(PII_GROUPS) if pii else frozenset()
+    else:
+        groups = frozenset(pii_groups)
+        unknown = groups - set(PII_GROUPS)
+        if unknown:
+            raise ValueError(f"unknown PII group {sorted(unknown)[0]!r} (known: {PII_GROUPS})")
     builtin_text = resources.files(__package__).joinpath(BUILTIN_RULES_FILE).read_text("utf-8")
     rules, ignored = _parse(builtin_text, source="<builtin>")
     by_id: dict[str, Rule] = {rule.id: rule for rule in rules}
@@ -149,8 +181,16 @@ def load_rules(extra: Sequence[Path] = (), *, pii: bool = False) -> RuleSet:
             user_ids.add(rule.id)
             # Replacing in place keeps a built-in's precedence; new rules go last.
             by_id[rule.id] = rule
-    selected = tuple(rule for rule in by_id.values() if pii or rule.group != "pii")
+    selected = tuple(rule for rule in by_id.values() if _wanted(rule, groups))
     return RuleSet(rules=selected, ignored=tuple(ignored))
+
+
+def _wanted(rule: Rule, groups: frozenset[str]) -> bool:
+    if rule.group != "pii":
+        return True
+    if rule.source == "<builtin>" and rule.id in _PII_GROUP_RULES:
+        return _PII_GROUP_RULES[rule.id] in groups
+    return bool(groups)
 
 
 def _parse(text: str, *, source: str) -> tuple[list[Rule], list[str]]:

@@ -191,6 +191,15 @@ def _uuid(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
+def _ssn(rng: random.Random) -> str:
+    area, group, serial = rng.randrange(1, 666), rng.randrange(1, 100), rng.randrange(1, 10000)
+    return f"{area:03d}-{group:02d}-{serial:04d}"
+
+
+def _public_ipv4(rng: random.Random) -> str:
+    return "81." + ".".join(str(rng.randrange(1, 255)) for _ in range(3))
+
+
 def _no_near(_rng: random.Random) -> list[str]:
     return []
 
@@ -379,8 +388,12 @@ def _build() -> dict[str, RuleSamples]:  # noqa: PLR0915 - one table row per rul
     s["sentry-token"] = _token("sntryu_", HEX, 64)
     s["sentry-dsn"] = _plain(
         _same(HEX, 32),
-        "dsn=https://{}@o450000.ingest.sentry.io/4504000000000000",
-        lambda r: ["see https://docs.sentry.io/platforms/python/ for setup"],
+        "dsn=https://" + "ab12" * 8 + ":{}@o450000.ingest.sentry.io/4504000000000000",
+        lambda r: [
+            "see https://docs.sentry.io/platforms/python/ for setup",
+            # the public key alone is public by design
+            f"dsn=https://{rand(r, HEX, 32)}@o450000.ingest.sentry.io/4504000000000000",
+        ],
     )
     s["grafana-token"] = RuleSamples(
         lambda r: Planted(f"glsa_{(c := rand(r, ALNUM, 32))}_{rand(r, HEX, 8)}", c),
@@ -537,6 +550,47 @@ def _build() -> dict[str, RuleSamples]:  # noqa: PLR0915 - one table row per rul
             c,
         ),
         lambda r: [f"AKIA key and then {rand(r, LOWER, 12)} words"],
+    )
+    s["ai-platform-key"] = _token("pcsk_", ALNUM, 60)
+    s["aws-bedrock-api-key"] = _token("ABSK", B64, 120)
+    s["azure-signature-key"] = RuleSamples(
+        lambda r: Planted(f"pat {(c := rand(r, ALNUM, 52))}AZDO{rand(r, ALNUM, 28)} expired", c),
+        lambda r: [f"pat {rand(r, ALNUM, 52)}AZDX{rand(r, ALNUM, 28)} expired"],
+    )
+    s["azure-function-key"] = _plain(
+        _same(B64URL, 54),
+        "POST https://billing.azurewebsites.net/api/Charge?code={}== failed",
+        lambda r: ["https://billing.azurewebsites.net/api/Charge failed with 401"],
+    )
+    s["devops-platform-token"] = _token("rnd_", ALNUM, 32)
+    s["gitlab-other-token"] = _token("glft-", B64URL, 20)
+    s["atlassian-bitbucket-access-token"] = _token("ATCTT3", B64URL, 190)
+    s["saas-api-token"] = _token("figd_", B64URL, 40)
+    s["maxmind-license-key"] = RuleSamples(
+        lambda r: Planted(f"{rand(r, ALNUM, 6)}_{(c := rand(r, ALNUM, 29))}_mmk", c),
+        lambda r: ["geo_lite_mmk"],
+    )
+    s["flyio-macaroon"] = _token("FlyV1 fm2_", B64, 120)
+    s["session-cookie"] = _plain(
+        _same(LOWER + DIGITS, 32),
+        "GET /cart with PHPSESSID={} from the browser",
+        lambda r: ["session=closed", "sessionid=17"],
+    )
+    s["secret-mention"] = RuleSamples(
+        lambda r: Planted(f"Here is the ACME_API_KEY:\n{(c := rand(r, ALNUM, 30))}7\nthanks", c),
+        lambda r: [
+            "the ACME_API_KEY is rotated every 90 days",
+            "ACME_API_KEY (YOUR_ACME_API_KEY) goes here",
+            "ACME_API_KEY user-profile-2024 is a name",
+        ],
+    )
+    s["us-ssn"] = RuleSamples(
+        lambda r: Planted(f"ssn on file: {(c := _ssn(r))}", c),
+        lambda r: ["ssn on file: 666-12-3456", "ssn on file: 000-12-3456", "ref 123-00-4567"],
+    )
+    s["ip-address"] = RuleSamples(
+        lambda r: Planted(f"login from {(c := _public_ipv4(r))}", c),
+        lambda r: ["login from 10.1.2.3", "login from 127.0.0.1", "bind ::1", "at 12:30:45"],
     )
     s["email-address"] = RuleSamples(
         lambda r: Planted(f"mail {(c := rand(r, LOWER, 10))}@example.com bounced", c),

@@ -39,14 +39,27 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
-if TYPE_CHECKING:
-    from errscope.collector.scrub.engine import Scrubber
+
+class _Masked(Protocol):
+    @property
+    def text(self) -> str: ...
+
+
+class SecretScrubber(Protocol):
+    """What this module needs of a scrubber (engine.Scrubber is one): passed in, so the
+    engine, which strips tracebacks with this module, is not imported back here."""
+
+    def scrub_secrets(self, value: str) -> _Masked: ...
+
+    def contains_secret(self, value: str) -> bool: ...
+
 
 __all__ = [
     "HUMAN_MAX_BYTES",
     "RedactedTraceback",
+    "SecretScrubber",
     "redact_traceback",
     "strip_traceback",
     "strip_traceback_count",
@@ -821,10 +834,10 @@ def _encode_like(text: str, line: _Line) -> str:
     return text
 
 
-def strip_traceback_count(text: str, scrubber: Scrubber | None = None) -> tuple[str, int]:
+def strip_traceback_count(text: str, scrubber: SecretScrubber) -> tuple[str, int]:
     """The kept value's text before secret masking, and the number of traces reduced.
 
-    Secrets that `scrubber`'s rules (default: the built-in rules) find are left for the
+    Secrets that `scrubber`'s rules find are left for the
     caller's own pass over the whole value (`Scrubber.scrub`), which counts them per rule;
     values given to credential-like names that no rule finds are masked here.
     """
@@ -832,7 +845,7 @@ def strip_traceback_count(text: str, scrubber: Scrubber | None = None) -> tuple[
     return stripped, count
 
 
-def strip_traceback(text: str, scrubber: Scrubber | None = None) -> tuple[str, str | None]:
+def strip_traceback(text: str, scrubber: SecretScrubber) -> tuple[str, str | None]:
     """Reduce every trace in `text` to its exceptions; return the text and the first type.
 
     Each trace keeps its exception types and their messages (chained causes included), with
@@ -845,19 +858,10 @@ def strip_traceback(text: str, scrubber: Scrubber | None = None) -> tuple[str, s
     stripped, exc, _ = _strip(text, scrubber)
     if exc is None:
         return stripped, exc
-    return _scrubber(scrubber).scrub_secrets(stripped).text, exc
+    return scrubber.scrub_secrets(stripped).text, exc
 
 
-def _scrubber(scrubber: Scrubber | None) -> Scrubber:
-    if scrubber is not None:
-        return scrubber
-    # Imported here: collector.scrub imports this module, so a top-level import would cycle.
-    from errscope.collector.scrub import default_scrubber  # noqa: PLC0415
-
-    return default_scrubber()
-
-
-def _strip(text: str, scrubber: Scrubber | None = None) -> tuple[str, str | None, int]:
+def _strip(text: str, scrubber: SecretScrubber) -> tuple[str, str | None, int]:
     try:
         lines, regions = _regions(text)
     except RecursionError:  # pragma: no cover - nothing here recurses; fail closed anyway
@@ -865,7 +869,7 @@ def _strip(text: str, scrubber: Scrubber | None = None) -> tuple[str, str | None
     if not regions:
         return text, None, 0
     users = _users(text)
-    is_secret = _scrubber(scrubber).contains_secret
+    is_secret = scrubber.contains_secret
 
     def clean(message: str) -> str:
         return _kept_message(message, is_secret, users)
@@ -979,7 +983,9 @@ def _tidy(
     return _hide_users(message, users)
 
 
-def _clean_message(message: str, scrubber: Scrubber | None, users: tuple[str, ...] = ()) -> str:
+def _clean_message(
+    message: str, scrubber: SecretScrubber | None, users: tuple[str, ...] = ()
+) -> str:
     # Scrub, then cut: cut first, a token across the cut keeps a prefix too short for its
     # rule (an OpenAI key's first 30 characters were stored).
     if scrubber is not None:
@@ -1309,17 +1315,15 @@ def _cap(lines: list[str], limit: int) -> str:
     return "\n".join(kept)
 
 
-def redact_traceback(text: str, scrubber: Scrubber | None = None) -> RedactedTraceback | None:
+def redact_traceback(text: str, scrubber: SecretScrubber) -> RedactedTraceback | None:
     """The redacted human copy of the traces in `text`, or None when it has none.
 
-    Messages are scrubbed with `scrubber` (default: the built-in rules) and cut to 300
-    characters; the result is at most 8 KiB of UTF-8.
+    Messages are scrubbed with `scrubber` and cut to 300 characters; the result is at most
+    8 KiB of UTF-8. (`errscope.collector.scrub.redact_traceback` defaults the scrubber.)
     """
     lines, regions = _regions(text)
     if not regions:
         return None
-    scrubber = _scrubber(scrubber)
-
     users = _users(text)
 
     def scrub(message: str) -> str:

@@ -149,3 +149,22 @@ def test_module_runs_as_subprocess(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.decode().startswith("error[bad_regex] bad-one.regex: ")
     assert b"Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "email_kept", "card_kept"),
+    [
+        pytest.param([], False, False, id="default-as-the-sidecar"),
+        pytest.param(["--no-pii"], True, True, id="no-pii"),
+        pytest.param(["--no-pii-group", "email"], True, False, id="one-group-off"),
+    ],
+)
+def test_pii_is_masked_by_default_like_the_sidecar(
+    flags: list[str], email_kept: bool, card_kept: bool
+) -> None:
+    """`errscope scrub` masks PII by default, as the sidecar does; --no-pii and a group switch turn it off."""
+    email, card = "jane.doe@example.org", "4111 1111 1111 1111"
+    result = CliRunner().invoke(scrub, flags, input=f"mail {email} card {card}\n")
+    assert result.exit_code == 0, result.output
+    assert (email in result.output) is email_kept
+    assert (card in result.output) is card_kept

@@ -8,6 +8,7 @@ import errscope.collector.scrub
 def test_exported_members() -> None:
     """`__all__` lists exactly the API other modules build on."""
     assert sorted(errscope.collector.scrub.__all__) == [
+        "PII_GROUPS",
         "RedactedTraceback",
         "Rule",
         "RuleSet",

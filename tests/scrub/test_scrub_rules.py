@@ -68,7 +68,14 @@ def test_required_family_is_built_in(rules: RuleSet, rule_id: str) -> None:
 def test_pii_rules_are_a_separate_group(rules: RuleSet, pii_rules: RuleSet) -> None:
     """PII rules load only when asked for."""
     pii_only = set(pii_rules.ids) - set(rules.ids)
-    assert pii_only == {"email-address", "credit-card-number", "phone-number", "iban"}
+    assert pii_only == {
+        "email-address",
+        "credit-card-number",
+        "phone-number",
+        "iban",
+        "us-ssn",
+        "ip-address",
+    }
 
 
 GITLEAKS_FILE = """

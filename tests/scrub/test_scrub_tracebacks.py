@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from errscope.collector.scrub import redact_traceback, strip_traceback
+from errscope.collector.scrub import default_scrubber, redact_traceback, strip_traceback
 from errscope.collector.scrub.samples import ALNUM, B64URL, SAMPLES, rand
 from errscope.collector.scrub.tracebacks import HUMAN_MAX_BYTES, strip_traceback_count
 
@@ -635,7 +635,7 @@ def test_new_recognisers_grow_linearly(make: Callable[[int], str]) -> None:
     def cost(n: int) -> float:
         value = make(n)
         start = time.process_time()
-        strip_traceback_count(value)
+        strip_traceback_count(value, default_scrubber())
         redact_traceback(value)
         return (time.process_time() - start) / len(value)
 
