@@ -38,8 +38,12 @@ fmt: setup
 	$(VENV)/bin/ruff format $(SRC)
 	$(VENV)/bin/ruff check --fix $(SRC)
 
+# Four workers on two cores: most tests wait on real processes (sidecars, PostgreSQL,
+# Chromium); --dist loadfile keeps a module's shared fixtures (one sidecar per transport for
+# the conformance corpus) in one worker.
+TEST_WORKERS ?= 4
 test: setup services lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 ## bench: every benchmark; each prints ratios against an anchor measured in the same run
 bench: setup services
