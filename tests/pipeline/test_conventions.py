@@ -460,10 +460,10 @@ CASES = [
     ),
     pytest.param(
         _agents_traceloop,
-        "internal_error",
+        "denied",  # the error dict's text: "[Errno 13] Permission denied"
         "delete_file",
         "genai",
-        "status",
+        "text",
         None,
         None,
         None,
@@ -482,10 +482,10 @@ CASES = [
     ),
     pytest.param(
         _langgraph_tool_exception,
-        "internal_error",
+        "not_found",  # the error ToolMessage's own words: "user u-404 not found"
         "lookup_user",
         "openinference",
-        "marker",
+        "text",
         None,
         "call_toolexc_2",
         "sess-7",
