@@ -156,7 +156,8 @@ _PHRASES: Final = (
     (
         "invalid_args",
         re2.compile(
-            r"(?i)\binvalid (?:tool )?(?:argument|input|parameter)s?\b|\bvalidation (?:error|failed)\b"
+            r"(?i)\binvalid (?:tool )?(?:argument|input|parameter)s?\b"
+            r"|\bvalidation (?:error|failed)\b"
             r"|\bmissing (?:required )?(?:argument|field|parameter|property)\b"
             r"|\brequired (?:argument|field|parameter|property)\b|\bfield required\b"
         ),
@@ -233,9 +234,9 @@ def _child_http(children: Sequence[SpanView]) -> tuple[int | None, str | None]:
         if code is not None and code >= 400 and status is None:
             status = code
         kind = _text(attrs.get(sc.ERROR_TYPE))
-        if kind and _int(kind) is None and child.status.code == STATUS_ERROR and error_type is None:
-            if sc.HTTP_REQUEST_METHOD in attrs or sc.URL_FULL in attrs:
-                error_type = kind
+        is_http = sc.HTTP_REQUEST_METHOD in attrs or sc.URL_FULL in attrs
+        if kind and _int(kind) is None and child.status.code == STATUS_ERROR and is_http:
+            error_type = error_type or kind
     return status, error_type
 
 
@@ -476,7 +477,9 @@ class _Normaliser:
 
     # -------------------------------------------------------- the ladder
 
-    def normalise(self, view: SpanView, children: Sequence[SpanView] = ()) -> Outcome:
+    def normalise(  # noqa: PLR0915 - the ladder reads top to bottom, one step after another
+        self, view: SpanView, children: Sequence[SpanView] = ()
+    ) -> Outcome:
         attrs = view.attributes
         http_status = _int(
             attrs.get(sc.HTTP_RESPONSE_STATUS_CODE, attrs.get(sc.HTTP_STATUS_CODE_OLD))

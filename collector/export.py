@@ -97,9 +97,18 @@ class ScrubbingSpanExporter(SpanExporter):
     def _process(self, spans: Sequence[ReadableSpan]) -> tuple[list[ReadableSpan], StoreBatch]:
         forward: list[ReadableSpan] = []
         batch = StoreBatch()
+        views = []
         for span in spans:
             try:
-                processed = self.pipeline.process(from_readable(span))
+                views.append(from_readable(span))
+            except Exception as exc:  # noqa: BLE001 - fail closed: the span is not passed on
+                self.failed += 1
+                log.warning("span dropped", extra={"error_class": type(exc).__name__})
+        # One export at once: a tool span reads its ancestors' ids and its HTTP child there.
+        related = self.pipeline.context(views)
+        for view in views:
+            try:
+                processed = self.pipeline.process(view, related=related.get(id(view)))
                 if processed.forward is not None:
                     forward.append(to_readable(processed.forward))
                 batch.add(processed)

@@ -78,6 +78,8 @@ AI_TOOL_CALL_ARGS: Final = "ai.toolCall.args"
 AI_TOOL_CALL_RESULT: Final = "ai.toolCall.result"
 AI_RESPONSE_TOOL_CALLS: Final = "ai.response.toolCalls"
 AI_METADATA_PREFIX: Final = "ai.telemetry.metadata."
+AI_SESSION_ID: Final = "ai.telemetry.metadata.sessionId"
+AI_SESSION_ID_SNAKE: Final = "ai.telemetry.metadata.session_id"
 
 # --- pydantic-ai / Logfire
 PYDANTIC_AI_FAILURE_STAGE: Final = "pydantic_ai.tool.failure_stage"
@@ -129,6 +131,10 @@ FORWARD_ALLOWLIST: Final = frozenset(
         AI_TOOL_CALL_ID,
         AI_TOOL_CALL_NAME,
         AI_OPERATION_ID,
+        AI_SESSION_ID,
+        AI_SESSION_ID_SNAKE,
+        TRACELOOP_SESSION_ID,
+        TRACELOOP_THREAD_ID,
         ERROR_TYPE,
         HTTP_RESPONSE_STATUS_CODE,
         RPC_STATUS_CODE,

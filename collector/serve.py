@@ -460,8 +460,8 @@ class Sidecar:
         received_at = datetime.now(UTC)
         batch = StoreBatch()
         forward: list[SpanView] = []
-        for view in decoded.spans:
-            processed = self.pipeline.process(view, received_at=received_at)
+        # One request at once: a tool span reads its ancestors' ids and its HTTP child there.
+        for processed in self.pipeline.process_request(decoded.spans, received_at=received_at):
             batch.add(processed)
             if processed.forward is not None:
                 forward.append(processed.forward)
