@@ -186,7 +186,8 @@ CONTENT_FAMILIES: Final[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
     ("gen_ai.tool", ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result"), ()),
     (
         "openinference",
-        ("input.value", "output.value", "tool.parameters", "llm.invocation_parameters"),
+        # `metadata`: the user's own key/values (LangGraph's whole run config among them)
+        ("input.value", "output.value", "tool.parameters", "llm.invocation_parameters", "metadata"),
         (
             "llm.input_messages.",
             "llm.output_messages.",
@@ -200,7 +201,11 @@ CONTENT_FAMILIES: Final[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
             "reranker.",
         ),
     ),
-    ("traceloop", ("traceloop.entity.input", "traceloop.entity.output"), ()),
+    (
+        "traceloop",
+        ("traceloop.entity.input", "traceloop.entity.output"),
+        ("gen_ai.task.input", "gen_ai.task.output"),  # OpenLLMetry's task spans
+    ),
     (
         "pydantic_ai",
         (
@@ -209,6 +214,7 @@ CONTENT_FAMILIES: Final[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
             "final_result",
             "tool_arguments",
             "tool_response",
+            "model_request_parameters",
             "events",
             "prompt",
         ),
@@ -226,6 +232,8 @@ CONTENT_FAMILIES: Final[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
         ),
         ("ai.prompt.", "ai.response.", "ai.result."),
     ),
+    # A tool's HTTP request on its client child span carries the arguments in its URL.
+    ("url", ("url.full", "url.path", "url.query", "http.url", "http.target"), ()),
     (
         "mcp",
         ("mcp.request.argument", "mcp.response.value"),
