@@ -924,12 +924,17 @@ class Pipeline:
         if self.content is ContentPolicy.KEEP:
             return view.attributes, view.events, view.status.message
         attributes: dict[str, AttrValue] = {}
+        lost: list[str] = []
         for key, value in view.attributes.items():
             family = content_family(key)
             if family is None:
                 attributes[key] = value
             else:
                 counts.add({f"{_CONTENT_RULE}:{family}": 1})
+                lost.extend(t[:_EXPOSURE_SCAN_CHARS] for t in _strings(value))
+        if lost:
+            # Dropped, but a secret in it is still an exposure the redactions page shows.
+            counts.add(self.scrubber.count_secrets("\n\n".join(dict.fromkeys(lost))))
         events: list[EventView] = []
         for event in view.events:
             if event.name == sc.EXCEPTION_EVENT:
