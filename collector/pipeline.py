@@ -194,6 +194,10 @@ class Processed:
     service: str | None = None
     ts: datetime | None = None
     span_key: tuple[str, str] | None = None
+    # Content a non-tool span lost, per `content:<family>`: not stored with the redaction
+    # counts, since a non-tool span has no row that recognises its replay after a restart
+    # (the sink remembers counted spans in memory only), so a resend would count it twice.
+    content_dropped: Mapping[str, int] = field(default_factory=dict)
 
 
 class _Counts:
@@ -880,9 +884,10 @@ class Pipeline:
         if self.non_tool is NonToolPolicy.DROP:
             return Processed()
         counts = _Counts()
+        dropped = _Counts()
         policy = self.non_tool
         scrub = self._scrub_text(policy)
-        attributes, events, message = self._without_content(view, counts)
+        attributes, events, message = self._without_content(view, counts, dropped)
         forward = replace(
             view,
             name=scrub(view.name, counts),
@@ -901,10 +906,11 @@ class Pipeline:
             **self._scrub_origin(view, counts, policy),
         )
         if not counts.by_rule:
-            return Processed(forward=forward)
+            return Processed(forward=forward, content_dropped=dict(dropped.by_rule))
         service = self._label(_first_text(view.resource, sc.SERVICE_NAME)) or UNKNOWN_SERVICE
         return Processed(
             forward=forward,
+            content_dropped=dict(dropped.by_rule),
             redactions=dict(counts.by_rule),
             service=service,
             ts=_ns_to_dt(view.start_ns),
@@ -912,14 +918,15 @@ class Pipeline:
         )
 
     def _without_content(
-        self, view: SpanView, counts: _Counts
+        self, view: SpanView, counts: _Counts, dropped: _Counts
     ) -> tuple[Mapping[str, AttrValue], tuple[EventView, ...], str]:
         """A non-tool span's attributes, events and status text under the content policy.
 
         `drop`: every content attribute (messages, prompts, completions, input/output
         values), every message event and the words of every exception (message, stack,
         status description: an agent span repeats its tool's failure there) are removed,
-        each counted as `content:<family>`; an exception event keeps its type.
+        each counted in `dropped` as `content:<family>`; an exception event keeps its type.
+        A secret inside what is dropped still counts in `counts` (an exposure).
         """
         if self.content is ContentPolicy.KEEP:
             return view.attributes, view.events, view.status.message
@@ -930,7 +937,7 @@ class Pipeline:
             if family is None:
                 attributes[key] = value
             else:
-                counts.add({f"{_CONTENT_RULE}:{family}": 1})
+                dropped.add({f"{_CONTENT_RULE}:{family}": 1})
                 lost.extend(t[:_EXPOSURE_SCAN_CHARS] for t in _strings(value))
         if lost:
             # Dropped, but a secret in it is still an exposure the redactions page shows.
@@ -940,7 +947,7 @@ class Pipeline:
             if event.name == sc.EXCEPTION_EVENT:
                 words = [k for k in event.attributes if k in _EXCEPTION_WORDS]
                 if words:
-                    counts.add({f"{_CONTENT_RULE}:exception": len(words)})
+                    dropped.add({f"{_CONTENT_RULE}:exception": len(words)})
                 events.append(
                     EventView(
                         event.name,
@@ -951,12 +958,12 @@ class Pipeline:
             elif event.name.startswith(sc.CONTENT_EVENT_PREFIXES) or any(
                 content_family(k) for k in event.attributes
             ):
-                counts.add({f"{_CONTENT_RULE}:events": 1})
+                dropped.add({f"{_CONTENT_RULE}:events": 1})
             else:
                 events.append(event)
         message = view.status.message
         if message:
-            counts.add({f"{_CONTENT_RULE}:status": 1})
+            dropped.add({f"{_CONTENT_RULE}:status": 1})
         return attributes, tuple(events), ""
 
     # ---------------------------------------------------------------- scrubbing helpers

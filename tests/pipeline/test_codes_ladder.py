@@ -378,7 +378,7 @@ def test_content_policy_on_non_tool_spans(policy: ContentPolicy, content_left: b
     assert kept["ai.response.finishReason"] == "stop"
     assert kept["gen_ai.conversation.id"] == "conv-1"
     if not content_left:
-        assert out.redactions["content:gen_ai.messages"] == 1
-        assert out.redactions["content:openinference"] == 1
-        assert out.redactions["content:vercel_ai"] == 1
-        assert out.redactions["content:events"] == 1
+        assert out.content_dropped["content:gen_ai.messages"] == 1
+        assert out.content_dropped["content:openinference"] == 1
+        assert out.content_dropped["content:vercel_ai"] == 1
+        assert out.content_dropped["content:events"] == 1
