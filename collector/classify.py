@@ -13,8 +13,9 @@ conventions.md §A):
    `final_answer`);
 5. OpenLLMetry/Traceloop: `traceloop.span.kind = tool`;
 6. legacy pydantic-ai/Logfire: name `running tool` with `gen_ai.tool.name` (never the
-   aggregate `running tools`);
-7. user matchers (span-name glob and/or attribute equality), in the order configured.
+   aggregate `running tools`, which merges several parallel calls and is no call itself);
+7. Vercel AI SDK: `ai.operationId = ai.toolCall` (its tool spans carry no `gen_ai.*`);
+8. user matchers (span-name glob and/or attribute equality), in the order configured.
 
 Pure functions on frozen data; safe from any thread.
 """
@@ -46,6 +47,7 @@ class Convention(StrEnum):
     OPENINFERENCE = "openinference"
     TRACELOOP = "traceloop"
     PYDANTIC_AI_LEGACY = "pydantic_ai_legacy"
+    VERCEL_AI = "vercel_ai"
     CUSTOM = "custom"
 
 
@@ -89,7 +91,9 @@ def classify(view: SpanView, matchers: Sequence[Matcher] = ()) -> ToolSpan | Non
     if operation is None and view.name.startswith("execute_tool "):
         return ToolSpan(Convention.GENAI, _clip(gen_ai_tool or _suffix(view.name, "execute_tool ")))
     if _text(attrs.get(sc.MCP_METHOD_NAME)) == sc.MCP_TOOLS_CALL:
-        return ToolSpan(Convention.MCP, _clip(gen_ai_tool or _suffix(view.name, "tools/call ")))
+        # the server's span is `tools/call X`, the client's `MCP send tools/call X`
+        after = view.name.partition(f"{sc.MCP_TOOLS_CALL} ")[2].strip() or None
+        return ToolSpan(Convention.MCP, _clip(gen_ai_tool or after))
     oi_tool = _text(attrs.get(sc.OI_TOOL_NAME))
     if _text(attrs.get(sc.OPENINFERENCE_SPAN_KIND)) == sc.OI_TOOL and oi_tool:
         if oi_tool == "final_answer":
@@ -102,6 +106,8 @@ def classify(view: SpanView, matchers: Sequence[Matcher] = ()) -> ToolSpan | Non
         )
     if view.name == sc.LEGACY_RUNNING_TOOL and gen_ai_tool:
         return ToolSpan(Convention.PYDANTIC_AI_LEGACY, _clip(gen_ai_tool))
+    if _text(attrs.get(sc.AI_OPERATION_ID)) == sc.AI_TOOL_CALL:
+        return ToolSpan(Convention.VERCEL_AI, _clip(_text(attrs.get(sc.AI_TOOL_CALL_NAME))))
     for matcher in matchers:
         if matcher.matches(view.name, view.attributes):
             named = _text(attrs.get(matcher.tool_attribute)) if matcher.tool_attribute else None

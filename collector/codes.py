@@ -7,16 +7,29 @@ Precedence (the first signal present wins; each sets `source`):
    `unknown` (a handler bug); the raw code is kept only when short, safe and not a secret.
 2. `observation` — a structured observation in the tool's result, in each convention's
    result attribute, also when the span status is OK: `{"error": "not_found", ...}`,
-   `{"error": {"code": ...}}`, an MCP result with `isError`, a LangChain ToolMessage.
-3. `http` — `http.response.status_code` (or the old `http.status_code`) >= 400.
+   `{"error": {"code": ...}}`, an MCP result with `isError`, a LangChain ToolMessage (also
+   in its serialised `{"lc": 1, "type": "constructor", ...}` form), a Python dict repr.
+3. `http` — `http.response.status_code` (or the old `http.status_code`) >= 400, a numeric
+   `error.type`, or the same on an HTTP CLIENT child span of the tool span (auto-instrumented
+   HTTP clients put the status there, not on the tool span).
 4. `rpc` — `rpc.status_code`, `rpc.response.status_code`, `rpc.grpc.status_code` and
    JSON-RPC codes (`rpc.jsonrpc.error_code`, or a negative `rpc.status_code`/`error.type`).
-5. `marker` — framework markers: pydantic-ai's validation failure stage and retry cause, a
-   LangChain ToolMessage with `"status": "error"`, MCP `isError`/`error.type=tool_error`.
-6. `exception` — the last exception event's `exception.type`: full dotted name, then the
-   last segment, then the catalog's globs; unmapped types fall back to internal_error.
+5. `marker` — pydantic-ai's validation failure stage and validation retry cause.
+6. `exception` — the exception types the span names (exception events, a class-shaped
+   `error.type`, the cause of a chained Python traceback), each looked up in the catalog;
+   a number as `exception.type` (Node writes DOMException codes: "23") names nothing.  A
+   generic wrapper (`ToolRetryError`, `ToolException`, Go's `*url.Error`, a bare `Error`)
+   and a type the catalog does not map let the text decide (7) before the fallback.
    Control-flow exceptions (LangGraph interrupts, pydantic-ai deferrals) are not errors.
-7. `status` — span status ERROR with nothing else: internal_error; otherwise `ok`.
+7. `text` — the error only as text (a status description, an exception message, the
+   result of a failed call, a short result of a successful one): a dict repr's `'error'`
+   value, a leading `ClassName:` looked up in the exception table, an HTTP status
+   (`HTTP 404`, `403: ...`, `429 Too Many Requests`), then a phrase table (`timed out`,
+   `permission denied`, `not found`, ...).  Read for a code and a retry-after only; the
+   text itself is never kept.
+8. `marker` — weak markers: a generic `error.type` (`tool_error`, `_OTHER`), a LangChain
+   ToolMessage or MCP result flagged as an error, pydantic-ai's ModelRetry.
+9. `status` — span status ERROR with nothing else: internal_error; otherwise `ok`.
 
 Result payloads are parsed only up to `MAX_PARSE_BYTES`; a cut-off payload is searched
 with RE2 (linear time) for an `"error": "<code>"` pair.  Never raises on odd input.
@@ -26,7 +39,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
@@ -43,7 +56,7 @@ __all__ = ["MAX_PARSE_BYTES", "Outcome", "Source", "normalise"]
 
 MAX_PARSE_BYTES: Final = 64 * 1024
 _CODE_LIKE_RE: Final = re.compile(r"[a-z][a-z0-9_]{0,47}")
-_ERROR_PAIR_RE: Final = re2.compile(r'"error"\s*:\s*"([A-Za-z0-9_.-]{1,64})"')
+_ERROR_PAIR_RE: Final = re2.compile(r'["\']error["\']\s*:\s*["\']([A-Za-z0-9_.-]{1,64})["\']')
 _FIELD_PAIR_RE: Final = re2.compile(r'"field"\s*:\s*"([A-Za-z0-9_.\[\]]{1,128})"')
 _CALL_ID_PAIR_RE: Final = re2.compile(r'"tool_call_id"\s*:\s*"([A-Za-z0-9_.:-]{1,128})"')
 # error.type values instrumentations put when they know nothing specific: they decide only
@@ -59,7 +72,102 @@ _NOT_ERRORS: Final = frozenset(
         "ApprovalRequired",
     }
 )
-_VALIDATION_CAUSES: Final = frozenset({"validation_error", "model_retry"})
+_VALIDATION_CAUSES: Final = frozenset({"validation_error"})
+# Generic wrappers: the framework's own exception around the real cause, or one type for
+# every failure.  Their code is the cause's (a chained traceback, the message), else their
+# own catalog mapping.
+_WRAPPERS: Final = frozenset(
+    {
+        "ToolRetryError",
+        "ToolException",
+        "UserError",
+        "UnexpectedToolError",
+        "AgentToolExecutionError",
+        "ToolInvocationError",
+        "McpError",
+        "MCPError",
+        "ExceptionGroup",
+        "BaseExceptionGroup",
+        "wrapError",
+        "wrapErrors",
+        "joinError",
+        "errorString",
+        "Error",
+        "Exception",
+        "RuntimeException",
+        "ExecutionException",
+        "CompletionException",
+        "UndeclaredThrowableException",
+        "InvocationTargetException",
+    }
+)
+# How much of any one text the text signals read (they are searched with RE2: linear).
+_TEXT_CHARS: Final = 4096
+_SHORT_RESULT_CHARS: Final = 300  # a successful call's result read for a timeout notice
+# `ClassName: message`, `ClassName(args)`, and a Java/Go `pkg.Class: message` at the start.
+_CLASS_PREFIX_RE: Final = re2.compile(
+    r"(?m)^\s*\*?((?:[A-Za-z_$][A-Za-z0-9_$]*\.)*[A-Za-z_$][A-Za-z0-9_$]*"
+    r"(?:Error|Exception|Timeout|Exceeded|Denied|Refused|NotFound|Interrupted)[A-Za-z0-9_]*)"
+    r"\s*[:(\n]"
+)
+# Exception header lines of a (possibly chained) traceback, cause first.
+_CHAIN_LINE_RE: Final = re2.compile(
+    r"(?m)^((?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*"
+    r"(?:Error|Exception|Timeout|Exceeded|Denied|NotFound|Retry[A-Za-z]*))(?::|$)"
+)
+_DIRECT_CAUSE: Final = "The above exception was the direct cause"
+_HTTP_TEXT_RES: Final = (
+    re2.compile(r"\bHTTP(?:/[0-9](?:\.[0-9])?)?[ :]+([1-5][0-9][0-9])\b"),
+    re2.compile(r"^\s*([45][0-9][0-9])\s*(?::|-|\s[A-Z])"),
+    re2.compile(
+        r"\b([45][0-9][0-9])[ :]+(?i:too many requests|not found|forbidden|unauthori[sz]ed"
+        r"|bad request|unprocessable|request timeout|gateway timeout|conflict|gone"
+        r"|internal server error|service unavailable|bad gateway|payment required)"
+    ),
+    re2.compile(r"(?i)\bstatus(?:[ _-]?code)?\s*[=:]?\s*([45][0-9][0-9])\b"),
+)
+_RETRY_AFTER_TEXT_RE: Final = re2.compile(
+    r"(?i)retry[ _-]?after\D{0,3}([0-9]{1,6}(?:\.[0-9]{1,3})?)\s*(?:s\b|sec|seconds|\)|$)"
+)
+_DICT_ERROR_RE: Final = re2.compile(
+    r"""['"]error['"]\s*:\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')"""
+)
+# Phrases, in order: the first that matches decides.  Only for a call that failed, except
+# the timeout notice, which frameworks write as the result of a call they report as OK.
+_PHRASES: Final = (
+    (
+        "timeout",
+        re2.compile(
+            r"(?i)\btimed[ -]?out\b|\bdeadline exceeded\b|\btimeout exceeded\b"
+            r"|\btime-?out of [0-9]+ ?m?s exceeded|\bdue to timeout\b|\bClient\.Timeout\b"
+        ),
+    ),
+    (
+        "rate_limited",
+        re2.compile(r"(?i)\brate[ _-]?limit|\btoo many requests\b|\bquota exceeded\b|\bthrottl"),
+    ),
+    (
+        "denied",
+        re2.compile(
+            r"(?i)\bpermission denied\b|\baccess denied\b|\bforbidden\b|\bnot allowed\b"
+            r"|\bnot authori[sz]ed\b|\bunauthori[sz]ed\b|\bexecution[ -]denied\b"
+        ),
+    ),
+    (
+        "invalid_args",
+        re2.compile(
+            r"(?i)\binvalid (?:tool )?(?:argument|input|parameter)s?\b"
+            r"|\bvalidation (?:error|failed)\b"
+            r"|\bmissing (?:required )?(?:argument|field|parameter|property)\b"
+            r"|\brequired (?:argument|field|parameter|property)\b|\bfield required\b"
+        ),
+    ),
+    (
+        "not_found",
+        re2.compile(r"(?i)\bnot found\b|\bno such\b|\bdoes not exist\b|\bunknown tool\b"),
+    ),
+)
+_TIMEOUT_NOTICE_RE: Final = re2.compile(r"(?i)\btimed[ -]?out\b")
 
 
 class Source(StrEnum):
@@ -71,6 +179,7 @@ class Source(StrEnum):
     RPC = "rpc"
     MARKER = "marker"
     EXCEPTION = "exception"
+    TEXT = "text"
     STATUS = "status"
     PIPELINE = "pipeline"
 
@@ -97,6 +206,38 @@ class _Observation:
     retry_after_s: float | None = None
     marker: bool = False  # an error flag with no code (LangChain status, MCP isError)
     call_id: str | None = None
+    text: str | None = None  # a flagged result's own words, read by the text signals
+
+
+def _exception_name(value: str) -> str:
+    """An exception type as the catalog names it: Go's `*pkg.Type` without the pointer
+    star, Java's nested `Outer$Inner` as `Outer.Inner`, no quotes or spaces."""
+    return value.strip().lstrip("*&").replace("$", ".").strip("'\"")
+
+
+def _class_like(value: str) -> bool:
+    """True for an error.type that names a class (`TimeoutError`, `java.net.X`, `*url.Error`)."""
+    return "." in value or value[:1].isupper() or value[:1] in "*&"
+
+
+def _child_http(children: Sequence[SpanView]) -> tuple[int | None, str | None]:
+    """The HTTP status and error.type of the tool span's failed HTTP child, if any.
+
+    Auto-instrumented HTTP clients (undici, otelhttp) record the response on a CLIENT
+    child of the tool span; the tool span itself only has the message.
+    """
+    status: int | None = None
+    error_type: str | None = None
+    for child in children:
+        attrs = child.attributes
+        code = _int(attrs.get(sc.HTTP_RESPONSE_STATUS_CODE, attrs.get(sc.HTTP_STATUS_CODE_OLD)))
+        if code is not None and code >= 400 and status is None:
+            status = code
+        kind = _text(attrs.get(sc.ERROR_TYPE))
+        is_http = sc.HTTP_REQUEST_METHOD in attrs or sc.URL_FULL in attrs
+        if kind and _int(kind) is None and child.status.code == STATUS_ERROR and is_http:
+            error_type = error_type or kind
+    return status, error_type
 
 
 _MAX_ATTEMPT: Final = 1_000_000
@@ -191,6 +332,16 @@ class _Normaliser:
             return None
         if obj.get("type") == "tool" and isinstance(obj.get("data"), dict):
             return self._langchain(obj["data"], depth)
+        kwargs = obj.get("kwargs")
+        if obj.get("lc") == 1 and obj.get("type") == "constructor" and isinstance(kwargs, dict):
+            # LangChain's serialised message (Python and JS): the message is in kwargs
+            ids = obj.get("id")
+            if isinstance(ids, list) and ids and ids[-1] == "ToolMessage":
+                return self._langchain(kwargs, depth)
+            return None
+        output = obj.get("output")
+        if isinstance(output, dict) and len(obj) <= 2:
+            return self._from_object(output, depth + 1)  # OpenLLMetry's {"output": ...}
         if obj.get("isError") is True:
             return self._mcp(obj, depth)
         error = obj.get("error")
@@ -236,7 +387,8 @@ class _Normaliser:
             inner.call_id = call
             return inner
         if data.get("status") == "error":
-            return _Observation(marker=True, call_id=call)
+            words = content if isinstance(content, str) else None
+            return _Observation(marker=True, call_id=call, text=words)
         return _Observation(call_id=call) if call else None
 
     def _mcp(self, result: Mapping[str, Any], depth: int) -> _Observation:
@@ -249,11 +401,85 @@ class _Normaliser:
                         return inner
         structured = result.get("structuredContent")
         inner = self._from_object(structured, depth + 1) if structured is not None else None
-        return inner if inner is not None else _Observation(marker=True)
+        if inner is not None:
+            return inner
+        words = None
+        if isinstance(content, list) and content and isinstance(content[0], dict):
+            first = content[0].get("text")
+            words = first if isinstance(first, str) else None
+        return _Observation(marker=True, text=words)
+
+    # -------------------------------------------------------- text signals
+
+    def from_text(self, text: str, *, failed: bool = True) -> tuple[str, float | None] | None:
+        """(code, retry_after_s) read from an error told only as text, or None.
+
+        A failed call's text: a dict repr's 'error' value first (the SDK's own message
+        around it says nothing), then a leading class name the exception table maps, an
+        HTTP status, the phrase table.  A successful call's text decides only a timeout.
+        """
+        head = text[:_TEXT_CHARS]
+        if not head.strip():
+            return None
+        retry = _RETRY_AFTER_TEXT_RE.search(head)
+        retry_after = _number(retry.group(1)) if retry else None
+        if not failed:
+            if len(head) <= _SHORT_RESULT_CHARS and _TIMEOUT_NOTICE_RE.search(head):
+                return Code.TIMEOUT.value, None
+            return None
+        inner = _DICT_ERROR_RE.search(head)
+        if inner is not None:
+            found = self.from_text(inner.group(1) or inner.group(2) or "")
+            if found is not None:
+                return found[0], found[1] or retry_after
+        for prefix in _CLASS_PREFIX_RE.findall(head):  # the first line, or a stack's head
+            name = _exception_name(prefix)
+            mapped = self.catalog.for_exception(name)
+            if mapped is not None and name.rsplit(".", 1)[-1] not in _WRAPPERS:
+                return mapped, retry_after
+        for pattern in _HTTP_TEXT_RES:
+            match = pattern.search(head)
+            if match is not None:
+                mapped = self.catalog.for_http(int(match.group(1)))
+                if mapped is not None:
+                    return mapped, retry_after
+        for code, pattern in _PHRASES:
+            if pattern.search(head):
+                return code, retry_after
+        return None
+
+    def _texts(self, view: SpanView) -> list[str]:
+        """What a failed span says in words: exception messages, the status description."""
+        texts = []
+        for event in reversed(view.events):
+            if event.name == sc.EXCEPTION_EVENT:
+                message = _text(event.attributes.get(sc.EXCEPTION_MESSAGE))
+                if message:
+                    texts.append(message)
+                stack = _text(event.attributes.get(sc.EXCEPTION_STACKTRACE))
+                if stack and not message:
+                    texts.append(stack[:_TEXT_CHARS])  # Node's stack starts `Name: message`
+        if view.status.message:
+            texts.append(view.status.message)
+        return texts
+
+    def _chain_types(self, view: SpanView) -> list[str]:
+        """Exception types a chained traceback names, cause first (Python prints it first)."""
+        out: list[str] = []
+        for event in reversed(view.events):
+            stack = _text(event.attributes.get(sc.EXCEPTION_STACKTRACE))
+            if event.name == sc.EXCEPTION_EVENT and stack and _DIRECT_CAUSE in stack:
+                out.extend(m for m in _CHAIN_LINE_RE.findall(stack[:MAX_PARSE_BYTES]))
+        message = view.status.message
+        if _DIRECT_CAUSE in message:
+            out.extend(_CHAIN_LINE_RE.findall(message[:MAX_PARSE_BYTES]))
+        return out
 
     # -------------------------------------------------------- the ladder
 
-    def normalise(self, view: SpanView) -> Outcome:
+    def normalise(  # noqa: PLR0915 - the ladder reads top to bottom, one step after another
+        self, view: SpanView, children: Sequence[SpanView] = ()
+    ) -> Outcome:
         attrs = view.attributes
         http_status = _int(
             attrs.get(sc.HTTP_RESPONSE_STATUS_CODE, attrs.get(sc.HTTP_STATUS_CODE_OLD))
@@ -265,13 +491,19 @@ class _Normaliser:
         field = _text(attrs.get(sc.ERRSCOPE_FIELD))
         field = field if field and is_identifier(field) else None
         observation = self.observation(attrs)
+        child_status, child_type = _child_http(children)
+        if http_status is None or http_status < 400:
+            http_status = child_status or http_status
         kept_status = http_status if http_status and 100 <= http_status <= 599 else None
         # A retry counter past any real one is noise, and the column is 32-bit: a value
         # over 2**31 - 1 failed the whole grouped commit, other clients' spans with it.
         kept_attempt = attempt if attempt is not None and 0 <= attempt <= _MAX_ATTEMPT else None
         found_call_id = observation.call_id if observation else None
+        failed = view.status.code == STATUS_ERROR
 
-        def outcome(code: str, source: Source, raw: str | None = None) -> Outcome:
+        def outcome(
+            code: str, source: Source, raw: str | None = None, text_retry: float | None = None
+        ) -> Outcome:
             obs_field = observation.field if observation else None
             obs_retry = observation.retry_after_s if observation else None
             return Outcome(
@@ -279,7 +511,7 @@ class _Normaliser:
                 source=source,
                 raw_code=raw if code == Code.UNKNOWN else None,
                 field=(field or obs_field) if code != Code.OK else None,
-                retry_after_s=(obs_retry or retry_after) if code != Code.OK else None,
+                retry_after_s=(obs_retry or retry_after or text_retry) if code != Code.OK else None,
                 http_status=kept_status,
                 attempt=kept_attempt,
                 call_id=found_call_id,
@@ -293,18 +525,19 @@ class _Normaliser:
             if decided is not None:
                 return outcome(decided[0], Source.ERROR_TYPE, decided[1])
         error_type = _text(attrs.get(sc.ERROR_TYPE))
-        error_number = _int(error_type) if error_type else None
+        error_number = _int(error_type) if error_type else _int(attrs.get(sc.ERROR_TYPE))
+        class_like = error_type is not None and error_number is None and _class_like(error_type)
         if error_type is not None and error_number is None:
             if error_type in _WEAK_ERROR_TYPES:
                 weak = self.catalog.for_error_type(error_type) or Code.INTERNAL_ERROR.value
-            elif "." not in error_type and not error_type[:1].isupper():
+            elif not class_like:
                 decided = self.code_from_string(error_type)
                 if decided is not None:
                     return outcome(decided[0], Source.ERROR_TYPE, decided[1])
         # 2. structured observation in the result
         if observation is not None and observation.code is not None:
             return outcome(observation.code, Source.OBSERVATION, observation.raw)
-        # 3. HTTP
+        # 3. HTTP: the span's own status, a numeric error.type, an HTTP child span's status
         for status in (http_status, error_number):
             if status is not None and 400 <= status <= 599:
                 mapped = self.catalog.for_http(status)
@@ -314,29 +547,73 @@ class _Normaliser:
         rpc = self._rpc(attrs, error_number)
         if rpc is not None:
             return outcome(rpc, Source.RPC)
-        # 5. framework markers
-        marker = self._marker(attrs, observation) or weak
-        if marker is not None:
-            return outcome(marker, Source.MARKER)
-        # 6. exception type
-        exc_type = self._exception_type(view) or (
-            error_type if error_type and ("." in error_type or error_type[:1].isupper()) else None
-        )
-        if exc_type is not None:
-            last = exc_type.rsplit(".", 1)[-1]
-            if last in _NOT_ERRORS:
+        # 5. strong framework markers
+        if _text(attrs.get(sc.PYDANTIC_AI_FAILURE_STAGE)) == "validation" or (
+            _text(attrs.get(sc.PYDANTIC_AI_RETRY_CAUSE)) in _VALIDATION_CAUSES
+        ):
+            return outcome(Code.INVALID_ARGS.value, Source.MARKER)
+        # 6. exception types: the events', a class-shaped error.type, a child's timeout
+        types = self._exception_types(view)
+        if class_like and error_type is not None:
+            types.append(error_type)
+        if child_type is not None:
+            types.append(child_type)
+        named = [_exception_name(t) for t in types if not _int(t) and t.strip()]
+        for name in named:
+            if name.rsplit(".", 1)[-1] in _NOT_ERRORS:
                 return outcome(Code.OK.value, Source.EXCEPTION)
-            mapped = self.catalog.for_exception(exc_type)
-            return outcome(mapped or self.catalog.fallback["exception"], Source.EXCEPTION)
-        # 7. an error.type none of the above could read still says the call failed
+        wrapper_code: str | None = None
+        chain = [_exception_name(t) for t in self._chain_types(view)]
+        for name in [*named, *chain]:
+            mapped = self.catalog.for_exception(name)
+            if mapped is None:
+                continue
+            if name.rsplit(".", 1)[-1] in _WRAPPERS:
+                wrapper_code = wrapper_code or mapped
+                continue
+            return outcome(mapped, Source.EXCEPTION)
+        # 7. the error told only as text
+        signalled = failed or bool(named) or error_type is not None or observation is not None
+        texts = self._texts(view) if signalled else []
+        if observation is not None and observation.text:
+            texts.append(observation.text)
+        for text in texts:
+            found = self.from_text(text)
+            if found is not None:
+                return outcome(found[0], Source.TEXT, text_retry=found[1])
+        if not signalled:
+            result = self._result_text(attrs)
+            found = self.from_text(result, failed=False) if result else None
+            if found is not None:
+                return outcome(found[0], Source.TEXT)
+        if _text(attrs.get(sc.PYDANTIC_AI_RETRY_CAUSE)) == "model_retry":
+            return outcome(Code.INVALID_ARGS.value, Source.MARKER)  # ModelRetry, no words
+        if wrapper_code is not None:
+            return outcome(wrapper_code, Source.EXCEPTION)
+        if named:
+            return outcome(self.catalog.fallback["exception"], Source.EXCEPTION)
+        # 8. weak markers
+        if weak is not None:
+            return outcome(weak, Source.MARKER)
+        if observation is not None and observation.marker:
+            return outcome(self.catalog.fallback["status_error"], Source.MARKER)
+        # an error.type none of the above could read still says the call failed
         # (OpenTelemetry sets it only on failures): unknown, never ok
         if error_type and error_number is None:
             safe = is_safe_raw_code(error_type) and not self.is_secret(error_type)
             return outcome(Code.UNKNOWN.value, Source.ERROR_TYPE, error_type if safe else None)
-        # 8. span status
-        if view.status.code == STATUS_ERROR:
+        # 9. span status
+        if failed:
             return outcome(self.catalog.fallback["status_error"], Source.STATUS)
         return outcome(Code.OK.value, Source.STATUS)
+
+    @staticmethod
+    def _result_text(attrs: Mapping[str, AttrValue]) -> str | None:
+        for key in sc.RESULT_KEYS:
+            value = attrs.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return None
 
     def _rpc(self, attrs: Mapping[str, AttrValue], error_number: int | None) -> str | None:
         for key in (sc.RPC_STATUS_CODE, sc.RPC_RESPONSE_STATUS_CODE, sc.RPC_GRPC_STATUS_CODE):
@@ -359,25 +636,15 @@ class _Normaliser:
             return self.catalog.for_jsonrpc(jsonrpc)
         return None
 
-    def _marker(
-        self, attrs: Mapping[str, AttrValue], observation: _Observation | None
-    ) -> str | None:
-        if _text(attrs.get(sc.PYDANTIC_AI_FAILURE_STAGE)) == "validation":
-            return Code.INVALID_ARGS.value
-        if _text(attrs.get(sc.PYDANTIC_AI_RETRY_CAUSE)) in _VALIDATION_CAUSES:
-            return Code.INVALID_ARGS.value
-        if observation is not None and observation.marker:
-            return self.catalog.fallback["status_error"]
-        return None
-
     @staticmethod
-    def _exception_type(view: SpanView) -> str | None:
+    def _exception_types(view: SpanView) -> list[str]:
+        out = []
         for event in reversed(view.events):
             if event.name == sc.EXCEPTION_EVENT:
                 value = _text(event.attributes.get(sc.EXCEPTION_TYPE))
                 if value and len(value) <= 256:
-                    return value
-        return None
+                    out.append(value)
+        return out
 
     @staticmethod
     def _retry_after_header(attrs: Mapping[str, AttrValue]) -> float | None:
@@ -387,7 +654,21 @@ class _Normaliser:
 
 
 def normalise(
-    view: SpanView, catalog: Catalog, *, is_secret: Callable[[str], bool] = lambda _: False
+    view: SpanView,
+    catalog: Catalog,
+    *,
+    is_secret: Callable[[str], bool] = lambda _: False,
+    children: Sequence[SpanView] = (),
 ) -> Outcome:
-    """The one code for a tool-call span, with its source and the facts kept beside it."""
-    return _Normaliser(catalog, is_secret).normalise(view)
+    """The one code for a tool-call span, with its source and the facts kept beside it.
+
+    `children` are the span's direct children seen in the same export request (an HTTP
+    client span there may hold the status the tool span lacks).
+    """
+    return _Normaliser(catalog, is_secret).normalise(view, children)
+
+
+def code_from_text(text: str, catalog: Catalog, *, failed: bool = True) -> str | None:
+    """The code an error told only as text maps to (the text signals of step 7), or None."""
+    found = _Normaliser(catalog, lambda _: False).from_text(text, failed=failed)
+    return found[0] if found else None

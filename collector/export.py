@@ -36,7 +36,7 @@ from errscope.collector import semconv as sc
 from errscope.collector.catalog import Catalog
 from errscope.collector.config import OTLP_GRPC_URL, OTLP_HTTP_URL
 from errscope.collector.gcpause import gc_paused
-from errscope.collector.pipeline import NonToolPolicy, Pipeline
+from errscope.collector.pipeline import ContentPolicy, NonToolPolicy, Pipeline
 from errscope.collector.spanview import from_readable, to_readable
 from errscope.collector.store.batch import StoreBatch, StoreSink
 
@@ -98,9 +98,18 @@ class ScrubbingSpanExporter(SpanExporter):
     def _process(self, spans: Sequence[ReadableSpan]) -> tuple[list[ReadableSpan], StoreBatch]:
         forward: list[ReadableSpan] = []
         batch = StoreBatch()
+        views = []
         for span in spans:
             try:
-                processed = self.pipeline.process(from_readable(span))
+                views.append(from_readable(span))
+            except Exception as exc:  # noqa: BLE001 - fail closed: the span is not passed on
+                self.failed += 1
+                log.warning("span dropped", extra={"error_class": type(exc).__name__})
+        # One export at once: a tool span reads its ancestors' ids and its HTTP child there.
+        related = self.pipeline.context(views)
+        for view in views:
+            try:
+                processed = self.pipeline.process(view, related=related.get(id(view)))
                 if processed.forward is not None:
                     forward.append(to_readable(processed.forward))
                 batch.add(processed)
@@ -241,6 +250,7 @@ def instrument(
     headers: dict[str, str] | None = None,
     exporter: SpanExporter | None = None,
     non_tool: NonToolPolicy = NonToolPolicy.SCRUB,
+    content: ContentPolicy = ContentPolicy.DROP,
     catalog: Catalog | None = None,
     set_global: bool = True,
     schedule_delay_millis: int = 1000,
@@ -253,7 +263,9 @@ def instrument(
     in-process).  With none of them, the standard OTEL_EXPORTER_OTLP_* variables decide
     (endpoint, protocol, headers), and without those spans go to the sidecar's default
     OTLP/HTTP address on 127.0.0.1:4318.  `catalog` (from `load_catalog([...])`) makes the
-    codes of your own catalog files count as themselves rather than as `unknown`.
+    codes of your own catalog files count as themselves rather than as `unknown`.  `content`
+    drops conversation content (messages, prompts, tool arguments and results) from every
+    exported span by default; `ContentPolicy.KEEP` keeps it, scrubbed.
     """
     attributes: dict[str, str] = {sc.SERVICE_NAME: service}
     if version:
@@ -283,7 +295,7 @@ def instrument(
                 exc.describe(),
                 extra={"code": "store_unavailable", "store_error": exc.kind.value},
             )
-    pipeline = Pipeline(catalog=catalog, non_tool=non_tool)
+    pipeline = Pipeline(catalog=catalog, non_tool=non_tool, content=content)
     exporter = ScrubbingSpanExporter(inner, pipeline=pipeline, sink=sink)
     provider.add_span_processor(
         BatchSpanProcessor(exporter, schedule_delay_millis=schedule_delay_millis)

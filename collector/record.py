@@ -25,6 +25,7 @@ from errscope.collector.errors import RecordError, RecordErrorKind
 
 __all__ = [
     "DEPLOYS_SCHEMA",
+    "ID_COLUMNS",
     "REDACTIONS_SCHEMA",
     "TOOL_CALLS_SCHEMA",
     "TRACEBACKS_SCHEMA",
@@ -55,6 +56,8 @@ _CODE_RE: Final = re.compile(r"[a-z][a-z0-9_]{0,47}")
 _RAW_CODE_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,47}")
 # Correlation ids: opaque tokens without spaces or quotes (`call_mszu…`, UUIDs, `run-17`).
 _ID_RE: Final = re.compile(r"[A-Za-z0-9_.:/+=@-]+")
+# Redaction rule names: a scrub rule's id, or `content:<attribute family>`.
+_RULE_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,47}(?::[A-Za-z0-9_.-]{1,64})?")
 _HEX32_RE: Final = re.compile(r"[0-9a-f]{32}")
 _HEX16_RE: Final = re.compile(r"[0-9a-f]{16}")
 # The same three patterns as a set of ASCII characters, for the batch check on raw bytes.
@@ -191,6 +194,11 @@ class ToolCall:
     convention: str | None = None
     source: str | None = None
     redactions: int = 0
+    conversation_id: str | None = None  # gen_ai.conversation.id
+    thread_id: str | None = None  # LangGraph's thread (OpenLLMetry, OpenInference metadata)
+    agent_run_id: str | None = None  # one agent run: gen_ai.agent.call.id and equivalents
+    mcp_session_id: str | None = None
+    jsonrpc_request_id: str | None = None
 
     def validate(self) -> None:
         """Raise `RecordError` naming the field when this record may not be stored as is.
@@ -267,7 +275,7 @@ class RedactionCount:
         """Raise `RecordError` naming the field when this count may not be stored."""
         _check_label("redactions", "service", self.service)
         _check_name("redactions", "tool", self.tool, _TOOL_RE)
-        _check_name("redactions", "rule", self.rule, _RAW_CODE_RE)
+        _check_name("redactions", "rule", self.rule, _RULE_RE)
         _check(self.count >= 0, RecordErrorKind.BAD_VALUE, "redactions", "count", "negative")
 
 
@@ -296,6 +304,11 @@ TOOL_CALLS_SCHEMA: Final = pa.schema(
         ("convention", pa.string()),
         ("source", pa.string()),
         ("redactions", pa.int32()),
+        ("conversation_id", pa.string()),
+        ("thread_id", pa.string()),
+        ("agent_run_id", pa.string()),
+        ("mcp_session_id", pa.string()),
+        ("jsonrpc_request_id", pa.string()),
     ]
 )
 
@@ -378,6 +391,18 @@ def _id_rules(column: str) -> list[_ColumnRule]:
     return [too_long, replace(pattern, chars=_ID_CHARS, lengths=(1, None))]
 
 
+# The free-form id columns: the same rules, checked as one array per batch.
+ID_COLUMNS: Final = (
+    "call_id",
+    "session_id",
+    "correlation_id",
+    "conversation_id",
+    "thread_id",
+    "agent_run_id",
+    "mcp_session_id",
+    "jsonrpc_request_id",
+)
+
 _KIND_MESSAGES: Final = {
     RecordErrorKind.BAD_IDENTIFIER: "not an identifier",
     RecordErrorKind.BAD_ID: "not an id",
@@ -395,7 +420,7 @@ _TOOL_CALL_RULES: Final = (
     *_text_rules("raw_code", _RAW_CODE_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),
     _hex_rule("trace_id", _HEX32_RE, 32),
     _hex_rule("span_id", _HEX16_RE, 16),
-    *(rule for column in ("call_id", "session_id", "correlation_id") for rule in _id_rules(column)),
+    *(rule for column in ID_COLUMNS for rule in _id_rules(column)),
     *_text_rules("convention", _CODE_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),
     *_text_rules("source", _CODE_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),
     *(

@@ -19,6 +19,8 @@ GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
 GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_AGENT_CALL_ID: Final = "gen_ai.agent.call.id"  # pydantic-ai: one id per agent run
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 EXECUTE_TOOL: Final = "execute_tool"
 ERROR_TYPE: Final = "error.type"
 
@@ -31,6 +33,8 @@ EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
 # --- HTTP / RPC (all four RPC names are accepted: old and new)
 HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
 HTTP_STATUS_CODE_OLD: Final = "http.status_code"
+HTTP_REQUEST_METHOD: Final = "http.request.method"
+URL_FULL: Final = "url.full"
 HTTP_RETRY_AFTER: Final = "http.response.header.retry-after"
 RPC_STATUS_CODE: Final = "rpc.status_code"
 RPC_RESPONSE_STATUS_CODE: Final = "rpc.response.status_code"
@@ -52,18 +56,37 @@ OI_TOOL_ID: Final = "tool.id"
 OI_TOOL_CALL_ID: Final = "tool_call.id"
 OI_OUTPUT_VALUE: Final = "output.value"
 OI_SESSION_ID: Final = "session.id"
+OI_INPUT_VALUE: Final = "input.value"
+OI_METADATA: Final = "metadata"
+OI_LLM_OUTPUT_PREFIX: Final = "llm.output_messages."
 
 # --- OpenLLMetry / Traceloop
 TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
 TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
 TRACELOOP_ENTITY_OUTPUT: Final = "traceloop.entity.output"
 TRACELOOP_SESSION_ID: Final = "traceloop.association.properties.session_id"
+TRACELOOP_THREAD_ID: Final = "traceloop.association.properties.thread_id"
+TRACELOOP_RUN_ID: Final = "traceloop.association.properties.run_id"
+TRACELOOP_ENTITY_INPUT: Final = "traceloop.entity.input"
+
+# --- Vercel AI SDK (built-in telemetry; no gen_ai.* on its tool spans)
+AI_OPERATION_ID: Final = "ai.operationId"
+AI_TOOL_CALL: Final = "ai.toolCall"
+AI_TOOL_CALL_NAME: Final = "ai.toolCall.name"
+AI_TOOL_CALL_ID: Final = "ai.toolCall.id"
+AI_TOOL_CALL_ARGS: Final = "ai.toolCall.args"
+AI_TOOL_CALL_RESULT: Final = "ai.toolCall.result"
+AI_RESPONSE_TOOL_CALLS: Final = "ai.response.toolCalls"
+AI_METADATA_PREFIX: Final = "ai.telemetry.metadata."
+AI_SESSION_ID: Final = "ai.telemetry.metadata.sessionId"
+AI_SESSION_ID_SNAKE: Final = "ai.telemetry.metadata.session_id"
 
 # --- pydantic-ai / Logfire
 PYDANTIC_AI_FAILURE_STAGE: Final = "pydantic_ai.tool.failure_stage"
 PYDANTIC_AI_RETRY_CAUSE: Final = "pydantic_ai.tool.retry.cause"
 PYDANTIC_AI_RETRY_ATTEMPT: Final = "pydantic_ai.tool.retry.attempt"
 LEGACY_TOOL_RESPONSE: Final = "tool_response"
+LEGACY_TOOL_ARGUMENTS: Final = "tool_arguments"
 LEGACY_RUNNING_TOOL: Final = "running tool"
 
 # --- resource
@@ -86,6 +109,7 @@ ERRSCOPE_RETRY_DECISION: Final = "errscope.retry.decision"
 # Result-bearing attributes, per convention, where a structured observation may sit.
 RESULT_KEYS: Final = (
     GEN_AI_TOOL_CALL_RESULT,
+    AI_TOOL_CALL_RESULT,
     OI_OUTPUT_VALUE,
     TRACELOOP_ENTITY_OUTPUT,
     LEGACY_TOOL_RESPONSE,
@@ -103,6 +127,14 @@ FORWARD_ALLOWLIST: Final = frozenset(
         GEN_AI_AGENT_NAME,
         GEN_AI_AGENT_ID,
         GEN_AI_PROVIDER_NAME,
+        GEN_AI_AGENT_CALL_ID,
+        AI_TOOL_CALL_ID,
+        AI_TOOL_CALL_NAME,
+        AI_OPERATION_ID,
+        AI_SESSION_ID,
+        AI_SESSION_ID_SNAKE,
+        TRACELOOP_SESSION_ID,
+        TRACELOOP_THREAD_ID,
         ERROR_TYPE,
         HTTP_RESPONSE_STATUS_CODE,
         RPC_STATUS_CODE,
@@ -120,3 +152,109 @@ FORWARD_ALLOWLIST: Final = frozenset(
         ERRSCOPE_RETRY_DECISION,
     }
 )
+
+# Argument-bearing attributes of a tool span: their values are masked wherever a stored
+# traceback repeats them (an exception message that quotes its input).
+ARGUMENT_KEYS: Final = (
+    GEN_AI_TOOL_CALL_ARGUMENTS,
+    AI_TOOL_CALL_ARGS,
+    OI_INPUT_VALUE,
+    TRACELOOP_ENTITY_INPUT,
+    LEGACY_TOOL_ARGUMENTS,
+    "mcp.request.argument",
+    "tool.parameters",  # OpenInference's pydantic-ai mapping writes the real arguments here
+)
+
+# Conversation content, by family: dropped from every passed-on span (tool or not) unless
+# the content policy is `keep`.  An attribute is content when its key equals a family's
+# key or starts with one of its prefixes (`gen_ai.prompt.0.content`,
+# `llm.input_messages.2.message.content`).  Each drop is counted as `content:<family>`.
+CONTENT_FAMILIES: Final[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]] = (
+    (
+        "gen_ai.messages",
+        (
+            "gen_ai.input.messages",
+            "gen_ai.output.messages",
+            "gen_ai.system_instructions",
+            "gen_ai.tool.definitions",
+            "gen_ai.memory.query.text",
+            "gen_ai.memory.records",
+        ),
+        ("gen_ai.prompt.", "gen_ai.completion.", "gen_ai.prompt.variable."),
+    ),
+    ("gen_ai.prompt", ("gen_ai.prompt", "gen_ai.completion"), ()),
+    ("gen_ai.tool", ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result"), ()),
+    (
+        "openinference",
+        # `metadata`: the user's own key/values (LangGraph's whole run config among them)
+        ("input.value", "output.value", "tool.parameters", "llm.invocation_parameters", "metadata"),
+        (
+            "llm.input_messages.",
+            "llm.output_messages.",
+            "llm.prompts.",
+            "llm.prompt_template.",
+            "llm.tools.",
+            "tool_call.function.arguments",
+            "message.content",
+            "retrieval.documents.",
+            "embedding.embeddings.",
+            "reranker.",
+        ),
+    ),
+    (
+        "traceloop",
+        ("traceloop.entity.input", "traceloop.entity.output"),
+        ("gen_ai.task.input", "gen_ai.task.output"),  # OpenLLMetry's task spans
+    ),
+    (
+        "pydantic_ai",
+        (
+            "pydantic_ai.all_messages",
+            "all_messages_events",
+            "final_result",
+            "tool_arguments",
+            "tool_response",
+            "model_request_parameters",
+            "events",
+            "prompt",
+        ),
+        (),
+    ),
+    (
+        "vercel_ai",
+        (
+            "ai.prompt",
+            "ai.toolCall.args",
+            "ai.toolCall.result",
+            "ai.schema",
+            "ai.value",
+            "ai.values",
+        ),
+        ("ai.prompt.", "ai.response.", "ai.result."),
+    ),
+    # A tool's HTTP request on its client child span carries the arguments in its URL.
+    ("url", ("url.full", "url.path", "url.query", "http.url", "http.target"), ()),
+    (
+        "mcp",
+        ("mcp.request.argument", "mcp.response.value"),
+        ("mcp.request.argument.", "mcp.request.arguments", "mcp.response."),
+    ),
+)
+# Vercel's ai.response.* also holds what is no content: kept.
+CONTENT_KEEP: Final = frozenset(
+    {
+        "ai.response.finishReason",
+        "ai.response.id",
+        "ai.response.model",
+        "ai.response.timestamp",
+        "ai.response.msToFirstChunk",
+        "ai.response.msToFinish",
+        "ai.response.avgCompletionTokensPerSecond",
+        "ai.response.providerMetadata",
+        "input.mime_type",
+        "output.mime_type",
+    }
+)
+# Span events holding messages or arguments (GenAI's per-message events, OpenInference's
+# and pydantic-ai's) are dropped whole under the `drop` policy.
+CONTENT_EVENT_PREFIXES: Final = ("gen_ai.", "llm.", "ai.")

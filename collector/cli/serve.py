@@ -22,7 +22,7 @@ from errscope.collector.config import (
     STORE_PATH,
 )
 from errscope.collector.errors import ConfigError, ConfigErrorKind, StoreError, StoreErrorKind
-from errscope.collector.pipeline import NonToolPolicy
+from errscope.collector.pipeline import ContentPolicy, NonToolPolicy
 from errscope.collector.record import Deploy
 from errscope.collector.scrub import default_scrubber
 from errscope.collector.sidecar.api import refuse_secret_labels
@@ -97,6 +97,14 @@ def _off(value: str) -> str | None:
     show_default=True,
 )
 @click.option(
+    "--content",
+    type=click.Choice([p.value for p in ContentPolicy]),
+    envvar="ERRSCOPE_CONTENT",
+    default=ContentPolicy.DROP.value,
+    show_default=True,
+    help="Conversation content in forwarded spans: drop it, or keep it (still scrubbed).",
+)
+@click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
 @click.option(
@@ -121,6 +129,7 @@ def serve(
     max_body_bytes: int,
     max_inflight_bytes: int,
     non_tool: str,
+    content: str,
     log_format: str,
     catalogs: tuple[str, ...],
 ) -> None:
@@ -144,6 +153,7 @@ def serve(
         max_body_bytes=max_body_bytes,
         max_inflight_bytes=max_inflight_bytes,
         non_tool=NonToolPolicy(non_tool),
+        content=ContentPolicy(content),
         catalog_files=tuple(catalogs),
         matchers=file_matchers(click.get_current_context()),
     )

@@ -88,6 +88,7 @@ class Sidecar:
             non_tool=config.non_tool,
             forward=config.forward is not None,
             matchers=config.matchers,
+            content=config.content,
         )
         self.metrics = Metrics()
         self.admission = Admission(
@@ -150,8 +151,8 @@ class Sidecar:
         received_at = datetime.now(UTC)
         batch = StoreBatch()
         forward: list[SpanView] = []
-        for view in decoded.spans:
-            processed = self.pipeline.process(view, received_at=received_at)
+        # One request at once: a tool span reads its ancestors' ids and its HTTP child there.
+        for processed in self.pipeline.process_request(decoded.spans, received_at=received_at):
             batch.add(processed)
             if processed.forward is not None:
                 forward.append(processed.forward)

@@ -21,7 +21,7 @@ from errscope.collector.config import (
     Matcher,
 )
 from errscope.collector.errors import ConfigError, ConfigErrorKind
-from errscope.collector.pipeline import NonToolPolicy
+from errscope.collector.pipeline import ContentPolicy, NonToolPolicy
 from errscope.collector.ports import is_loopback
 from errscope.collector.receive.otlp_decode import DEFAULT_MAX_BODY_BYTES
 from errscope.collector.store.duckdb import DEFAULT_MEMORY_LIMIT, MEMORY_SIZE_HINT, is_memory_size
@@ -83,6 +83,8 @@ class ServeConfig:
     commit_delay_s: float = 0.2
     commit_spans: int = 5000
     non_tool: NonToolPolicy = NonToolPolicy.SCRUB
+    # Conversation content on forwarded spans: dropped (counted as content:<family>) or kept.
+    content: ContentPolicy = ContentPolicy.DROP
     # User catalog files: their codes are stored as themselves, not as `unknown`.
     catalog_files: tuple[str, ...] = ()
     # errscope.toml's [[matchers]]: user rules for tool spans, after the known conventions.

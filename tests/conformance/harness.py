@@ -57,8 +57,11 @@ TRANSPORTS = ("grpc", "http-protobuf", "http-json")
 ID_COLUMNS: dict[str, tuple[str, ...]] = {
     "call_id": ("call_id",),
     "session_id": ("session_id",),
-    "conversation_id": ("session_id",),
-    "thread_id": ("session_id",),
+    "conversation_id": ("conversation_id", "session_id"),
+    "thread_id": ("thread_id",),
+    "agent_run_id": ("agent_run_id",),
+    "mcp_session_id": ("mcp_session_id",),
+    "jsonrpc_request_id": ("jsonrpc_request_id",),
     "correlation_id": ("correlation_id",),
 }
 TABLES = ("tool_calls", "tracebacks", "redactions", "deploys")

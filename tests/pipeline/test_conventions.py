@@ -460,10 +460,10 @@ CASES = [
     ),
     pytest.param(
         _agents_traceloop,
-        "internal_error",
+        "denied",  # the error dict's text: "[Errno 13] Permission denied"
         "delete_file",
         "genai",
-        "status",
+        "text",
         None,
         None,
         None,
@@ -482,10 +482,10 @@ CASES = [
     ),
     pytest.param(
         _langgraph_tool_exception,
-        "internal_error",
+        "not_found",  # the error ToolMessage's own words: "user u-404 not found"
         "lookup_user",
         "openinference",
-        "marker",
+        "text",
         None,
         "call_toolexc_2",
         "sess-7",
@@ -849,7 +849,9 @@ def test_non_tool_redactions_are_filed_under_their_service_and_hour() -> None:
     )
     out = Pipeline().process(from_readable(span))
     assert out.record is None
+    # the prompt is content: dropped, and the key in it still counted as exposed
     assert (out.service, out.redactions) == (RESOURCE["service.name"], {"openai-api-key": 1})
+    assert out.content_dropped == {"content:pydantic_ai": 1}
     assert out.ts is not None
     assert span.start_time is not None
     assert out.ts.timestamp() == pytest.approx(span.start_time / 1e9)
