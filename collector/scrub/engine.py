@@ -18,9 +18,13 @@ How a value is scrubbed (`Scrubber.scrub_secrets`):
    decoded and scanned too; their findings are mapped back to the original offsets, so a key
    inside `"{\\"api_key\\": \\"...\\"}"` or `?token=...%2F...` is still masked in place.
    A base64 run that decodes to text (a Kubernetes Secret's `data:`, an `.env` pasted as
-   base64, Basic credentials) is decoded too; a secret inside masks the whole run.
+   base64, Basic credentials) is decoded too; a secret inside masks the whole run. The
+   views live in views.py, the checksum and structure validators in validators.py, and
+   what is done to findings before masking (repeats, old masks, delta framing) in
+   findings.py.
 
-`Scrubber.scrub` first reduces tracebacks to their exception type (tracebacks.py), then masks.
+`Scrubber.scrub` first reduces tracebacks to their exception type (the tracebacks package),
+then masks.
 
 A `Scrubber` is immutable after construction and thread-safe: the compiled databases are
 shared and each thread gets its own Hyperscan scratch space. Nothing here raises on bad input
@@ -29,20 +33,11 @@ shared and each thread gets its own Hyperscan scratch space. Nothing here raises
 
 from __future__ import annotations
 
-import base64
-import binascii
-import functools
 import hashlib
 import hmac
-import html
-import ipaddress
-import json
-import math
 import re
 import threading
-from array import array
-from bisect import bisect_left, bisect_right
-from collections import Counter
+from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -50,97 +45,40 @@ from types import MappingProxyType
 from typing import Any, Final
 
 import hyperscan
-import orjson
 import re2
 
 from errscope.collector.errors import RulesError, RulesErrorKind
+from errscope.collector.scrub.findings import MARKER, outside_markers, repeated_findings, split_at
 from errscope.collector.scrub.rules import AllowList, Rule, RuleSet, compile_regex, load_rules
 from errscope.collector.scrub.tracebacks import strip_traceback_count
+from errscope.collector.scrub.validators import VALIDATORS, public_jwt, shannon_entropy
+from errscope.collector.scrub.views import (
+    BASE64_MIN_CHARS,
+    BASE64_RUN,
+    BASE64_TEXT_HS,
+    GLUE_REACH_BYTES,
+    GLUE_STARTS,
+    MAX_BASE64_DEPTH,
+    View,
+    base64_database,
+    chunk_separators,
+    decode_base64,
+    decoded_views,
+    glued_base64,
+)
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "Scrubbed", "Scrubber", "shannon_entropy"]
+__all__ = ["DEFAULT_MAX_VALUE_BYTES", "Scrubbed", "Scrubber"]
 
 DEFAULT_MAX_VALUE_BYTES: Final = 16 << 20
 TRUNCATED_MARKER: Final = "…[TRUNCATED]"
-_MAX_VIEWS: Final = 6
 _MAX_VERDICTS: Final = 16_384  # remembered check verdicts (hashes and bools only)
 # Large values are scanned in windows this big, overlapping by more than any bounded
 # built-in secret is long (longer, unbounded matches are re-matched past the window).
 _WINDOW_BYTES: Final = 64 << 10
 _WINDOW_OVERLAP_BYTES: Final = 8 << 10
-_MAX_DECODE_DEPTH: Final = 3
 # An allowlist with regexTarget = "line" sees at most this much context either side, so a
 # 10 MiB single-line value cannot make each finding cost O(value).
 _LINE_WINDOW_BYTES: Final = 4096
-# A finding whose secret is already a marker is the output of an earlier scrub: leave it, so
-# scrubbing is idempotent. Bounded pattern on a bounded (secret-sized) string.
-_MARKER = re.compile(rb"\[REDACTED:[\w.-]+(?::hmac=[0-9a-f]{16})?\]")
-# Fixed-width escape tokens; no quantifier can backtrack more than six bytes.
-_JSON_ESCAPE = re.compile(rb'(\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt]))')
-# Percent escapes, and "+" for a space as HTML forms encode it (urlencode's default):
-# "Authorization=Bearer+<token>" must read as "Bearer <token>".
-_PERCENT_ESCAPE = re.compile(rb"(%[0-9A-Fa-f]{2}|\+)")
-# Characters that render as nothing (zero-width space, joiners, word joiner, BOM, soft
-# hyphen): pasted into a token they hide it from every rule while the token still works
-# once a reader copies it. The view drops them.
-_INVISIBLE = re.compile(rb"((?:\xe2\x80[\x8b-\x8d]|\xe2\x81\xa0|\xef\xbb\xbf|\xc2\xad)+)")
-# Terminal colour and cursor codes (grep --color, pytest, git diff output echoed in a span):
-# the code ends in a letter, so a token right after it would read as glued to a word.
-_ANSI = re.compile(rb"(\x1b\[[0-9;?]*[ -/]*[@-~])")
-# A "+" between letters is a space in form-encoded text (q=Bearer+<token>) even with no
-# "%" escape in the value; "+00:00" and "C++" do not build the view.
-_FORM_SPACE = re.compile(rb"[A-Za-z]\+[A-Za-z-]")
-# A byte that any of the views below starts from ("\\", "%", "+", ESC, "&", and the lead
-# bytes of the invisible characters); a value without one has no other view.
-_VIEW_TRIGGER = re.compile(rb"[\\%+\x1b&\xe2\xc2\xef]")
-# HTML character references, as an HTML error page or a templated message escapes text.
-_HTML_ENTITY = re.compile(rb"(&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|amp|lt|gt|quot|apos);)")
-# A base64 (or base64url) run long enough to carry a credential line (24 decoded bytes).
-# The rules' Hyperscan scan says whether a value may have one (a one-pattern database does
-# for a decoded view); only then are the runs split out for decoding.
-_BASE64_MIN_CHARS: Final = 32
-# Base64 of ASCII text starts every 4-character group with A-Z or a-f (a byte below 0x80
-# shifted right by two), which most ids and keys of the same length do not.
-_BASE64_TEXT_HS: Final = rb"(?:[A-Za-f][A-Za-z0-9+/_-]{3}){%d}" % (_BASE64_MIN_CHARS // 4)
-# Python's re, not RE2: the RE2 binding's split costs a pass over the rest of the buffer
-# per match (quadratic in a large value); a character-class run cannot backtrack.
-_BASE64_RUN: Final = re.compile(rb"([A-Za-z0-9+/_-]{32,}={0,2})")
-_BASE64_PROBE_CHARS: Final = 128
-# Text a glued run's decoding must hold to be read (the 32 characters above, decoded).
-_BASE64_TEXT_STRETCH: Final = re.compile(rb"[\t\n\r\x20-\x7e]{%d,}" % (_BASE64_MIN_CHARS // 4 * 3))
-# Where a glued run's payload may start after the first text it decodes to: the next few
-# group starts (noise from the glue runs on into the text for a byte or two, rarely more),
-# and how far a secret starting there is looked for.
-_GLUE_STARTS: Final = 3
-_GLUE_REACH_BYTES: Final = 512
-_MAX_BASE64_DEPTH: Final = 2  # base64 inside base64 is read; a third level is not
-_URLSAFE_TO_STD: Final = bytes.maketrans(b"-_", b"+/")
-# Printable ASCII and whitespace: 24 random bytes pass with odds below 1e-10, so hex ids
-# and binary blobs are left as they are, and config text is read.
-_NOT_TEXT: Final = bytes(b for b in range(256) if not (32 <= b < 127 or b in b"\t\n\r"))
-_JSON_SIMPLE: Final = {
-    b'\\"': b'"',
-    b"\\\\": b"\\",
-    b"\\/": b"/",
-    b"\\b": b"\b",
-    b"\\f": b"\f",
-    b"\\n": b"\n",
-    b"\\r": b"\r",
-    b"\\t": b"\t",
-}
-_PERCENT_TABLE: Final = {
-    b"+": b" ",
-    **{
-        f"%{hi}{lo}".encode(): bytes((int(hi + lo, 16),))
-        for hi in "0123456789abcdefABCDEF"
-        for lo in "0123456789abcdefABCDEF"
-    },
-}
-# A streamed response kept as its deltas: a JSON array of strings ("Sure, I sa", "ved your
-# key sk-...", ...).  A secret cut across deltas is read in the deltas joined; masking then
-# keeps the array's separators, so every delta keeps its place and only its part of the
-# secret becomes a mask.
-_CHUNK_SEP: Final = re.compile(rb'(^\s*\[\s*"|"\s*,\s*"|"\s*\]\s*$)')
-_BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 _NO_COUNTS: Final[Mapping[str, int]] = MappingProxyType({})
@@ -168,328 +106,6 @@ class Scrubbed:
         return bool(self.counts)
 
 
-def shannon_entropy(data: bytes) -> float:
-    """Shannon entropy of `data` in bits per byte (gitleaks' `entropy` measure)."""
-    if not data:
-        return 0.0
-    total = len(data)
-    return -sum(n / total * math.log2(n / total) for n in Counter(data).values())
-
-
-def _github_checksum(secret: bytes) -> bool:
-    # GitHub (and npm) tokens: prefix_ + 30 random base62 + base62(CRC32(random)) in 6 chars.
-    _, _, body = secret.partition(b"_")
-    if len(body) != 36:
-        return False
-    value = binascii.crc32(body[:30])
-    digits = []
-    while value:
-        value, rest = divmod(value, 62)
-        digits.append(_BASE62[rest])
-    return "".join(reversed(digits)).rjust(6, "0").encode() == body[30:]
-
-
-def _luhn(secret: bytes) -> bool:
-    digits = [c - 48 for c in secret if 48 <= c <= 57]
-    if not 13 <= len(digits) <= 19:
-        return False
-    total = 0
-    for index, digit in enumerate(reversed(digits)):
-        doubled = digit * 2 if index % 2 else digit
-        total += doubled - 9 if doubled > 9 else doubled
-    return total % 10 == 0
-
-
-def _iban(secret: bytes) -> bool:
-    text = secret.replace(b" ", b"").decode("latin-1").upper()
-    if not 15 <= len(text) <= 34:
-        return False
-    rearranged = text[4:] + text[:4]
-    number = "".join(str(int(ch, 36)) for ch in rearranged)
-    return int(number) % 97 == 1
-
-
-def _b64decode(part: bytes) -> bytes | None:
-    try:
-        return base64.urlsafe_b64decode(part + b"=" * (-len(part) % 4))
-    except (binascii.Error, ValueError):
-        return None
-
-
-def _json_object(part: bytes) -> dict[str, Any] | None:
-    raw = _b64decode(part[:4096])
-    if raw is None:
-        return None
-    try:
-        decoded = json.loads(raw)
-    except ValueError:
-        return None
-    return decoded if isinstance(decoded, dict) else None
-
-
-def _jwt(secret: bytes) -> bool:
-    """A JWS/JWE whose header names its algorithm (RFC 7515: `alg` is required), and that is
-    not public by design: a token whose payload grants the `anon` role (Supabase's anon key,
-    shipped in every browser bundle) only identifies a project."""
-    parts = secret.split(b".", 2)
-    header = _json_object(parts[0])
-    if header is None or "alg" not in header:
-        return False
-    payload = _json_object(parts[1]) if len(parts) > 1 else None
-    return not (payload is not None and payload.get("role") == "anon")
-
-
-def _basic_auth(secret: bytes) -> bool:
-    try:
-        decoded = base64.b64decode(secret[:4096], validate=True).decode("utf-8")
-    except (binascii.Error, ValueError):
-        return False
-    return ":" in decoded and decoded.isprintable()
-
-
-def _public_jwt(secret: bytes) -> bool:
-    """A JWT granting only the `anon` role: public by design, whichever rule found it."""
-    parts = secret.split(b".", 2)
-    payload = _json_object(parts[1]) if len(parts) == 3 else None
-    return payload is not None and payload.get("role") == "anon"
-
-
-_WORDISH: Final = re.compile(rb"[A-Za-z]{1,12}|[0-9]{1,12}")
-_TOKEN_SPLIT: Final = re.compile(rb"[-_.:/]")
-
-
-def _token(secret: bytes) -> bool:
-    """A random-looking token: letters and digits mixed, and not words or numbers joined by
-    separators (`user-profile-2024`, `prod.db.creds`), which read as names, not keys."""
-    digits = sum(1 for c in secret if 48 <= c <= 57)
-    letters = sum(1 for c in secret if 65 <= c <= 90 or 97 <= c <= 122)
-    if digits < 2 or letters < 4:
-        return False
-    return not all(_WORDISH.fullmatch(part) for part in _TOKEN_SPLIT.split(secret) if part)
-
-
-def _ssn(secret: bytes) -> bool:
-    """A US SSN in an issued range: area 001-899 but not 666, group 01-99, serial 0001-9999."""
-    digits = bytes(c for c in secret if 48 <= c <= 57)
-    if len(digits) != 9:
-        return False
-    area, group, serial = int(digits[:3]), int(digits[3:5]), int(digits[5:])
-    return 0 < area < 900 and area != 666 and group > 0 and serial > 0
-
-
-def _public_ip(secret: bytes) -> bool:
-    """An address that can name a subscriber: not private, loopback, link-local, reserved,
-    multicast or documentation space (those identify a machine inside one network)."""
-    try:
-        address = ipaddress.ip_address(secret.decode("ascii"))
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return address.is_global and not address.is_multicast
-
-
-_VALIDATORS: Final[Mapping[str, Callable[[bytes], bool]]] = {
-    "token": _token,
-    "ssn": _ssn,
-    "public-ip": _public_ip,
-    "github-checksum": _github_checksum,
-    "luhn": _luhn,
-    "iban": _iban,
-    "jwt": _jwt,
-    "basic-auth": _basic_auth,
-}
-
-
-@dataclass(slots=True)
-class _View:
-    """A decoded copy of the value plus the map from its offsets back to its parent's."""
-
-    data: bytes
-    parent: _View | None = None
-    depth: int = 0
-    d_pos: Sequence[int] = ()
-    d_len: Sequence[int] = ()
-    r_pos: Sequence[int] = ()
-    r_len: Sequence[int] = ()
-
-    def to_raw(self, pos: int, *, end: bool) -> int:
-        view: _View | None = self
-        while view is not None and view.parent is not None:
-            pos = view.to_parent(pos, end=end)
-            view = view.parent
-        return pos
-
-    def to_parent(self, pos: int, *, end: bool) -> int:
-        # Start offsets belong to the escape at or before them; end offsets to the one before.
-        i = (bisect_left(self.d_pos, pos) if end else bisect_right(self.d_pos, pos)) - 1
-        if i < 0:
-            return pos
-        into = pos - self.d_pos[i]
-        if into < self.d_len[i]:
-            return self.r_pos[i] + (self.r_len[i] if end else 0)
-        return self.r_pos[i] + self.r_len[i] + into - self.d_len[i]
-
-
-def _decode_json(token: bytes) -> bytes:
-    simple = _JSON_SIMPLE.get(token)
-    if simple is not None:
-        return simple
-    return chr(int(token[2:], 16)).encode("utf-8", "surrogatepass")
-
-
-def _decode_percent(token: bytes) -> bytes:
-    return _PERCENT_TABLE[token]
-
-
-def _decode_invisible(_token: bytes) -> bytes:
-    return b""
-
-
-def _decode_html(token: bytes) -> bytes:
-    return html.unescape(token.decode("ascii")).encode("utf-8", "surrogatepass")
-
-
-def _is_text(data: bytes) -> bool:
-    return len(data.translate(None, _NOT_TEXT)) == len(data)
-
-
-def _decode_base64(token: bytes) -> bytes:
-    """The text a base64 run encodes, or the run unchanged when it is not base64 of text."""
-    body = token.rstrip(b"=")
-    if b"-" in body or b"_" in body:
-        if b"+" in body or b"/" in body:
-            return token
-        body = body.translate(_URLSAFE_TO_STD)
-    # A probe of the first 96 bytes rejects binary (an image, a hex id) before the rest.
-    for part in (body[:_BASE64_PROBE_CHARS], body):
-        try:
-            decoded = binascii.a2b_base64(part + b"=" * (-len(part) % 4), strict_mode=True)
-        except binascii.Error:
-            return token
-        if not _is_text(decoded):
-            return token
-        if len(part) == len(body):
-            return decoded
-    return token
-
-
-def _glued_base64(token: bytes) -> list[tuple[int, bytes, int]]:
-    """(shift, text, first) for each alignment at which a run that is not base64 of text as
-    a whole decodes to some: `text` has a byte for each decoded one, newlines where no
-    stretch of text is, so its byte i comes from the run's characters from
-    `shift + 4 * (i // 3)`; `first` is where its first stretch starts.
-
-    A run of base64 characters also takes in what is glued before it: a URL path
-    (`/v1/callback/<base64>`: "/" is a base64 character), `key_` or `state-` (base64url
-    ones). Decoded from the run's start the groups are misaligned and nothing reads as
-    text; from the right one of the four alignments, the payload does, after the glue's
-    noise.  Base64 of text with a few non-ASCII characters reads here too, stretch by
-    stretch.  "-" and "_" are read as "+" and "/": a payload uses one alphabet or the
-    other, never both, so whatever the glue holds this reads the payload.
-    """
-    body = token.rstrip(b"=").translate(_URLSAFE_TO_STD)
-    found: list[tuple[int, bytes, int]] = []
-    for shift in range(4):
-        part = body[shift:]
-        # The last group may be short: two or three characters are one or two bytes.
-        part = part[:-1] if len(part) % 4 == 1 else part + b"=" * (-len(part) % 4)
-        decoded = binascii.a2b_base64(part)
-        stretches = [m.span() for m in _BASE64_TEXT_STRETCH.finditer(decoded)]
-        if not stretches:
-            continue
-        text = bytearray(b"\n" * len(decoded))
-        for a, b in stretches:
-            text[a:b] = decoded[a:b]
-        found.append((shift, bytes(text), stretches[0][0]))
-    return found
-
-
-def _join(parts: list[bytes]) -> bytes:
-    # bytes.join allocates a buffer descriptor per item up front; millions of items make
-    # that allocation, not the copying, dominate. Joining in slices keeps it linear.
-    step = 1 << 16
-    if len(parts) <= step:
-        return b"".join(parts)
-    return b"".join([b"".join(parts[i : i + step]) for i in range(0, len(parts), step)])
-
-
-def _derive(view: _View, pattern: re.Pattern[bytes], decode: Callable[[bytes], bytes]) -> _View:
-    """Decode every escape of `pattern` in `view`, keeping the offset map.
-
-    Written with `split`, `map` and `accumulate` so the per-escape work runs in C, and with
-    int64 arrays for the map: a value can hold millions of escapes.
-    """
-    parts = pattern.split(view.data)  # text, escape, text, escape, ..., text
-    raw_lengths = array("q", map(len, parts))
-    parts[1::2] = map(decode, parts[1::2])
-    decoded_lengths = array("q", map(len, parts))
-    raw_offsets = array("q", accumulate(raw_lengths, initial=0))
-    decoded_offsets = array("q", accumulate(decoded_lengths, initial=0))
-    return _View(
-        _join(parts),
-        parent=view,
-        depth=view.depth + 1,
-        d_pos=decoded_offsets[1:-1:2],
-        d_len=decoded_lengths[1::2],
-        r_pos=raw_offsets[1:-1:2],
-        r_len=raw_lengths[1::2],
-    )
-
-
-def _is_string_array(data: bytes) -> bool:
-    """Whether `data` is a JSON array of two or more strings (streamed deltas)."""
-    head = data[:64].lstrip()
-    if not head.startswith(b'["') or not data.rstrip().endswith(b'"]'):
-        return False
-    try:
-        parsed = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        try:
-            parsed = json.loads(data)
-        except (ValueError, RecursionError):
-            return False
-    return isinstance(parsed, list) and len(parsed) > 1 and all(isinstance(p, str) for p in parsed)
-
-
-def _chunk_separators(data: bytes) -> list[tuple[int, int]]:
-    """The byte spans of a string array's framing (`["`, `", "`, `"]`), or none."""
-    if not _is_string_array(data):
-        return []
-    return [match.span() for match in _CHUNK_SEP.finditer(data)]
-
-
-def _decode_nothing(_token: bytes) -> bytes:
-    return b""
-
-
-def _views(data: bytes) -> list[_View]:
-    views = [_View(data)]
-    if _is_string_array(data):
-        views.append(_derive(views[0], _CHUNK_SEP, _decode_nothing))
-    if not _VIEW_TRIGGER.search(data):
-        return views  # most values: no byte that starts an escape (one C scan, not six)
-    index = 0
-    while index < len(views) and len(views) < _MAX_VIEWS:
-        view = views[index]
-        index += 1
-        if view.depth >= _MAX_DECODE_DEPTH:
-            continue
-        if b"\\" in view.data and _JSON_ESCAPE.search(view.data):
-            views.append(_derive(view, _JSON_ESCAPE, _decode_json))
-        if (b"%" in view.data and _PERCENT_ESCAPE.search(view.data)) or (
-            b"+" in view.data and _FORM_SPACE.search(view.data)
-        ):
-            views.append(_derive(view, _PERCENT_ESCAPE, _decode_percent))
-        if b"\x1b" in view.data and _ANSI.search(view.data):
-            views.append(_derive(view, _ANSI, _decode_invisible))
-        if b"&" in view.data and _HTML_ENTITY.search(view.data):
-            views.append(_derive(view, _HTML_ENTITY, _decode_html))
-        if (b"\xe2" in view.data or b"\xc2\xad" in view.data or b"\xef\xbb\xbf" in view.data) and (
-            _INVISIBLE.search(view.data)
-        ):
-            views.append(_derive(view, _INVISIBLE, _decode_invisible))
-    return views[:_MAX_VIEWS]
-
-
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     rule: Rule
@@ -514,7 +130,7 @@ def _compile_rule(rule: Rule, keywords: Mapping[str, int]) -> _Compiled:
             entry=rule.id,
             field="regex",
         ) from exc
-    validate = _VALIDATORS.get(rule.validate) if rule.validate else None
+    validate = VALIDATORS.get(rule.validate) if rule.validate else None
     if rule.validate and validate is None:
         raise RulesError(
             RulesErrorKind.BAD_VALUE, "unknown validator", entry=rule.id, field="validate"
@@ -583,7 +199,7 @@ class Scrubber:
             (kid, re.escape(keyword.encode("utf-8")), base | hyperscan.HS_FLAG_CASELESS)
             for keyword, kid in keywords.items()
         ]
-        patterns.append((self._base64_id, _BASE64_TEXT_HS, base))
+        patterns.append((self._base64_id, BASE64_TEXT_HS, base))
         always: set[int] = set()
         try:
             return frozenset(), self._compile(patterns)
@@ -613,7 +229,7 @@ class Scrubber:
     def _has_base64_run(self, data: bytes) -> bool:
         scratch = getattr(self._local, "base64_scratch", None)
         if scratch is None:
-            scratch = hyperscan.Scratch(_base64_database())
+            scratch = hyperscan.Scratch(base64_database())
             self._local.base64_scratch = scratch
         found = False
 
@@ -621,7 +237,7 @@ class Scrubber:
             nonlocal found
             found = True  # single-match: Hyperscan reports the pattern once
 
-        _base64_database().scan(data, match_event_handler=on_match, scratch=scratch)
+        base64_database().scan(data, match_event_handler=on_match, scratch=scratch)
         return found
 
     def _scratch(self) -> Any:
@@ -652,7 +268,7 @@ class Scrubber:
             return Scrubbed(value, _NO_COUNTS)
         pieces: list[bytes] = []
         last = 0
-        for start, stop, index in _split_at(spans, _chunk_separators(data) if spans else []):
+        for start, stop, index in split_at(spans, chunk_separators(data) if spans else []):
             pieces.append(data[last:start])
             pieces.append(self._marker(self._compiled[index].rule.id, data[start:stop]))
             last = stop
@@ -762,25 +378,25 @@ class Scrubber:
         found, has_base64 = self._scan(data, first_only=first_only)
         if first_only and found:
             return found
-        views = _views(data)
+        views = decoded_views(data)
         for view in views[1:]:
             for start, stop, index in self._scan(view.data, first_only=first_only)[0]:
                 raw_start = view.to_raw(start, end=False)
                 found.append((raw_start, view.to_raw(stop, end=True), index))
                 if first_only:
                     return found
-        if depth < _MAX_BASE64_DEPTH:
+        if depth < MAX_BASE64_DEPTH:
             for view in views:
-                if len(view.data) < _BASE64_MIN_CHARS:
+                if len(view.data) < BASE64_MIN_CHARS:
                     continue
                 if has_base64 if view.parent is None else self._has_base64_run(view.data):
                     found += self._in_base64(view, first_only=first_only, depth=depth)
                     if first_only and found:
                         return found
         if depth == 0 and found and not first_only:
-            found += _repeats(data, found)
+            found += repeated_findings(data, found)
         if b"[REDACTED:" in data:
-            found = _outside_markers(data, found)
+            found = outside_markers(data, found)
         found.sort(key=lambda span: (span[0], span[2]))
         merged: list[tuple[int, int, int]] = []
         for start, stop, index in found:
@@ -791,18 +407,16 @@ class Scrubber:
                 merged.append((start, stop, index))
         return merged
 
-    def _in_base64(
-        self, view: _View, *, first_only: bool, depth: int
-    ) -> list[tuple[int, int, int]]:
+    def _in_base64(self, view: View, *, first_only: bool, depth: int) -> list[tuple[int, int, int]]:
         """Whole base64 runs of `view` whose decoded text holds a secret, in raw offsets.
 
         Each run's text is scrubbed on its own (its own views included), so a value is
         not scanned a second time whole for a run or two in it.
         """
         found: list[tuple[int, int, int]] = []
-        for match in _BASE64_RUN.finditer(view.data):
+        for match in BASE64_RUN.finditer(view.data):
             token = match.group()
-            decoded = _decode_base64(token)
+            decoded = decode_base64(token)
             if decoded is not token:
                 inner = self._find(decoded, first_only=True, depth=depth + 1)
                 spans = [(0, len(token), inner[0][2])] if inner else []
@@ -820,7 +434,7 @@ class Scrubber:
     def _in_glued_base64(self, token: bytes) -> list[tuple[int, int, int]]:
         """The span to mask for the secrets in a glued run, if any: from the group the
         earliest one starts in, at any alignment, to the run's end, so the glue is kept
-        (see `_glued_base64`).
+        (see `glued_base64`).
 
         Every alignment's text, and its payload read from each of the next few group starts
         after the glue's noise (which can end in a letter, and a rule that wants a word
@@ -832,17 +446,17 @@ class Scrubber:
             return []  # no 32 characters that read as text at any alignment: nothing to decode
         pieces: list[bytes] = []
         origins: list[tuple[int, int]] = []  # (alignment, offset of the piece in its text)
-        for shift, text, first in _glued_base64(token):
+        for shift, text, first in glued_base64(token):
             pieces.append(text)
             origins.append((shift, 0))
             group = -(-first // 3) * 3
-            for at in range(group, group + 3 * _GLUE_STARTS, 3):
+            for at in range(group, group + 3 * GLUE_STARTS, 3):
                 if at > first and at < len(text):
-                    pieces.append(text[at : at + _GLUE_REACH_BYTES])
+                    pieces.append(text[at : at + GLUE_REACH_BYTES])
                     origins.append((shift, at))
         if not pieces:
             return []
-        found = self._find(b"\n".join(pieces), first_only=False, depth=_MAX_BASE64_DEPTH)
+        found = self._find(b"\n".join(pieces), first_only=False, depth=MAX_BASE64_DEPTH)
         if not found:
             return []
         offsets = list(accumulate((len(p) + 1 for p in pieces[:-1]), initial=0))
@@ -918,11 +532,11 @@ class Scrubber:
         if start < 0 or stop <= start:
             return None
         secret = data[start:stop]
-        if _MARKER.fullmatch(secret):
+        if MARKER.fullmatch(secret):
             return None
         if not self._passes_checks(compiled, secret):
             return None
-        if secret.startswith(b"eyJ") and _public_jwt(secret):
+        if secret.startswith(b"eyJ") and public_jwt(secret):
             return None  # public by design under any name (an anon key), see `_jwt`
         if compiled.allow and self._allowed(compiled, data, match.span(), (start, stop)):
             return None
@@ -969,86 +583,6 @@ class Scrubber:
             if checks and (all(checks) if allow.condition == "AND" else any(checks)):
                 return True
         return False
-
-
-@functools.cache
-def _base64_database() -> Any:
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(
-        expressions=[_BASE64_TEXT_HS], ids=[0], elements=1, flags=[hyperscan.HS_FLAG_SINGLEMATCH]
-    )
-    return db
-
-
-_REPEAT_MIN_BYTES: Final = 12
-_MAX_REPEATED: Final = 32
-
-
-def _repeats(data: bytes, found: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """Every other place the text of a finding occurs: a secret named once (`KEY=...`) is
-    masked where it is repeated bare too (`--password ...`, a chat message quoting it).
-    At most 32 distinct secrets, each found with one linear `bytes.find` pass."""
-    secrets: dict[bytes, int] = {}
-    for start, stop, index in found:
-        if stop - start >= _REPEAT_MIN_BYTES and len(secrets) < _MAX_REPEATED:
-            secrets.setdefault(data[start:stop], index)
-    extra: list[tuple[int, int, int]] = []
-    for secret, index in secrets.items():
-        at = data.find(secret)
-        while at >= 0:
-            extra.append((at, at + len(secret), index))
-            at = data.find(secret, at + len(secret))
-    return extra
-
-
-def _split_at(
-    spans: list[tuple[int, int, int]], keep: list[tuple[int, int]]
-) -> list[tuple[int, int, int]]:
-    """`spans` with the `keep` spans (a string array's framing) cut out of them, so a secret
-    streamed across deltas is masked delta by delta and the array stays an array."""
-    if not keep:
-        return spans
-    starts = [start for start, _ in keep]
-    result: list[tuple[int, int, int]] = []
-    for start, stop, index in spans:
-        i = bisect_right(starts, start) - 1
-        i = max(i, 0)
-        cursor = start
-        while i < len(keep) and keep[i][0] < stop:
-            k_start, k_stop = keep[i]
-            if k_stop > cursor:
-                if k_start > cursor:
-                    result.append((cursor, k_start, index))
-                cursor = max(cursor, k_stop)
-            i += 1
-        if cursor < stop:
-            result.append((cursor, stop, index))
-    return result
-
-
-def _outside_markers(data: bytes, found: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """Drop findings that overlap an existing mask, so scrubbing twice changes nothing.
-
-    A marker such as `[REDACTED:sentry-dsn]` can look like URL userinfo or a key-value pair
-    to a generic rule; what it covers was masked already.  A finding wholly inside a
-    marker's id is kept: `[REDACTED:sk_live_...]` is marker-shaped text around a real key,
-    not a mask (a rule id never looks like a secret).
-    """
-    markers = [match.span() for match in _MARKER.finditer(data)]
-    if not markers:
-        return found
-    starts = [start for start, _ in markers]
-    kept = []
-    for span in found:
-        # The marker starting last before the finding's end is the only one it can overlap
-        # without overlapping a later one too (markers do not overlap each other).
-        i = bisect_left(starts, span[1]) - 1
-        if i >= 0 and markers[i][1] > span[0]:
-            id_start, id_stop = markers[i][0] + len(b"[REDACTED:"), markers[i][1] - 1
-            if not (id_start <= span[0] and span[1] <= id_stop):
-                continue
-        kept.append(span)
-    return kept
 
 
 def _decode(data: bytes) -> str:

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 BUILTIN_RULES_FILE: Final = "rules.toml"
-# The closed set of errscope's secret checks (see validators in engine.py).
+# The closed set of errscope's secret checks (see validators.py).
 VALIDATORS: Final = frozenset(
     {"github-checksum", "luhn", "iban", "jwt", "basic-auth", "token", "ssn", "public-ip"}
 )

@@ -7,8 +7,8 @@ A call `get_job(raw_arguments, call_id=..., budget=...)`:
 3. calls the handler only when both passed;
 4. turns what happened into an observation dict (`errscope.collector.toolkit.observation`): the
    handler's result, a `ToolError` it raised, or a foreign exception mapped through the
-   catalog (HTTP status on the exception's response first, then the exception's class
-   names along its MRO, then the catalog's fallback);
+   catalog (`errscope.collector.toolkit.foreign`: HTTP status on the exception's response
+   first, then the exception's class names along its MRO, then the catalog's fallback);
 5. records the outcome on the span, asks the budget (when given) for a decision, records
    that too, and returns the observation.
 
@@ -56,11 +56,10 @@ import hashlib
 import inspect
 import json
 import logging
-import math
 import threading
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, overload
 
@@ -75,6 +74,7 @@ from errscope.collector.record import is_identifier, is_safe_id
 from errscope.collector.toolkit.arguments import Rejection, Signature
 from errscope.collector.toolkit.budget import RetryBudget
 from errscope.collector.toolkit.exceptions import RateLimited, ToolError
+from errscope.collector.toolkit.foreign import class_names, clean_seconds, code_for
 from errscope.collector.toolkit.observation import (
     DEFAULT_MAX_OBSERVATION_BYTES,
     MIN_OBSERVATION_BYTES,
@@ -114,8 +114,6 @@ _TOOL_NAME_CHARS: Final = frozenset(
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:/-"
 )
 _MAX_TOOL_NAME_CHARS: Final = 128
-_SKIPPED_BASES: Final = (BaseException, Exception, object)
-_STATUS_DIGITS: Final = 3
 _SPAN_MESSAGE_MAX_CHARS: Final = 512
 # The code a telemetry failure is logged under (one line, no values).
 _TELEMETRY_ERROR: Final = "errscope.toolkit telemetry_error"
@@ -171,80 +169,6 @@ class _Success:
 
 
 _Outcome = _Success | _Failure
-
-
-def _class_names(cls: type) -> Iterator[str]:
-    """The names a catalog may list a class under: dotted, then the public package form."""
-    if cls.__module__ == "builtins":
-        yield cls.__qualname__
-        return
-    yield f"{cls.__module__}.{cls.__qualname__}"
-    # httpx defines ReadTimeout in httpx._exceptions and exports it as httpx.ReadTimeout.
-    parts = cls.__module__.split(".")
-    if any(part.startswith("_") for part in parts):
-        yield f"{parts[0]}.{cls.__qualname__}"
-
-
-def _attribute(obj: object, name: str) -> object:
-    """`getattr(obj, name, None)`, or None when reading it raises (a property with a bug)."""
-    try:
-        return getattr(obj, name, None)
-    except Exception:  # noqa: BLE001 — an odd exception object must not fail the call
-        return None
-
-
-def _status(value: object) -> int | None:
-    """An HTTP status from an int or its text ("404"); None for anything else."""
-    if isinstance(value, str) and len(value.strip()) == _STATUS_DIGITS:
-        value = int(value) if value.strip().isascii() and value.strip().isdigit() else None
-    if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
-        return value
-    return None
-
-
-def _http_response(exc: BaseException) -> tuple[int | None, object]:
-    """The HTTP status and headers an httpx/requests/aiohttp/SDK exception carries, if any.
-
-    httpx and requests put them on `exc.response` (`status_code`, `headers`), the OpenAI
-    SDK on the exception (`status_code`), aiohttp's ClientResponseError too (`status`,
-    `headers`).
-    """
-    response = _attribute(exc, "response")
-    status = _status(_attribute(response, "status_code"))
-    if status is None:
-        status = _status(_attribute(exc, "status_code"))
-    if status is None:
-        status = _status(_attribute(exc, "status"))
-    headers = _attribute(response, "headers")
-    if headers is None:
-        headers = _attribute(exc, "headers")
-    return status, headers
-
-
-def _retry_after_s(headers: object) -> float | None:
-    """Retry-After in seconds from a headers mapping (delay-seconds form only)."""
-    if not isinstance(headers, Mapping):
-        return None
-    try:
-        value = headers.get("retry-after") or headers.get("Retry-After")
-    except Exception:  # noqa: BLE001 — a broken headers object: no retry_after
-        return None
-    return _clean_seconds(value)
-
-
-def _clean_seconds(value: object) -> float | None:
-    """Seconds as a finite, non-negative float; a number given as text ("5", straight from a
-    Retry-After header) is read; anything else (10**400 included) is dropped rather than
-    failing the call."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        return None
-    try:
-        seconds = float(value.strip() if isinstance(value, str) else value)
-    except (ValueError, OverflowError):
-        return None
-    if not math.isfinite(seconds) or seconds < 0:
-        return None
-    return round(seconds, 3)
 
 
 def _guarded(what: str, action: Callable[[], object]) -> None:
@@ -357,37 +281,15 @@ class _Adapter:
 
         _guarded("span status", mark)
 
-    def _code_for(self, exc: Exception) -> tuple[str, float | None]:
-        """The catalog code for a foreign exception, and retry_after when one is given."""
-        status, headers = _http_response(exc)
-        if status is not None:
-            code = self.catalog.for_http(status)
-            if code is not None:
-                return code, _retry_after_s(headers)
-        for cls in type(exc).__mro__:
-            if cls in _SKIPPED_BASES:
-                break
-            for name in _class_names(cls):
-                code = self.catalog.for_exception(name)
-                if code == Code.INVALID_ARGS:
-                    # The arguments were validated before the handler ran: a ValueError or
-                    # ValidationError from the handler's own code (a bad upstream payload, a
-                    # decode) is not the model's to fix.  Authors say invalid_args with
-                    # InvalidArgs; an upstream's 4xx is read from its status above.
-                    return Code.INTERNAL_ERROR.value, None
-                if code is not None:
-                    return code, _retry_after_s(headers)
-        return self.catalog.fallback["exception"], None
-
     def _classify(self, exc: Exception) -> _Failure:
         """The code, hint, field and retry_after a handler's exception stands for."""
         if not isinstance(exc, ToolError):
-            code, retry_after_s = self._code_for(exc)
+            code, retry_after_s = code_for(self.catalog, exc)
             return _Failure(code, retry_after_s=retry_after_s)
         code = exc.code
         if not (isinstance(code, str) and code in self.catalog.entries):
             code = Code.INTERNAL_ERROR.value  # a code the catalog does not know (or not a str)
-        retry_after_s = _clean_seconds(exc.retry_after_s) if isinstance(exc, RateLimited) else None
+        retry_after_s = clean_seconds(exc.retry_after_s) if isinstance(exc, RateLimited) else None
         hint, field = exc.hint, exc.field
         return _Failure(
             code,
@@ -425,7 +327,7 @@ class _Adapter:
         exception's type, its message scrubbed, and the scrub engine's redacted traceback
         (each left out when it cannot be produced safely).
         """
-        exception_type = next(_class_names(type(exc)))
+        exception_type = next(class_names(type(exc)))
         redacted = _redacted(exc)
         attributes: dict[str, str] = {sc.EXCEPTION_TYPE: exception_type}
         message = _message(exc)

@@ -15,9 +15,10 @@ import pytest
 
 from errscope.collector.errors import RulesError
 from errscope.collector.scrub import RuleSet, Scrubber, load_rules
-from errscope.collector.scrub.engine import TRUNCATED_MARKER, shannon_entropy
+from errscope.collector.scrub.engine import TRUNCATED_MARKER
 from errscope.collector.scrub.rules import Rule
 from errscope.collector.scrub.samples import BENIGN_IDS, SAMPLES, github_style_token
+from errscope.collector.scrub.validators import shannon_entropy
 
 ALL_RULE_IDS = sorted(SAMPLES)
 

@@ -24,7 +24,7 @@ from errscope.collector.toolkit import (
     TracebackReport,
     set_traceback_sink,
 )
-from errscope.collector.toolkit.adapter import _http_response
+from errscope.collector.toolkit.foreign import http_response
 
 
 def foreign(module: str, name: str, *bases: type[BaseException]) -> type[Exception]:
@@ -438,4 +438,4 @@ def test_last_resort_is_budgeted_and_recorded(
 
 def test_status_reader_survives_a_raising_property() -> None:
     """Reading `exc.response.status_code` that raises gives no status instead of raising."""
-    assert _http_response(_ResponseRaisesError()) == (None, None)
+    assert http_response(_ResponseRaisesError()) == (None, None)
