@@ -44,8 +44,6 @@ from __future__ import annotations
 import argparse
 import binascii
 import json
-import math
-import os
 import statistics
 import subprocess
 import sys
@@ -84,17 +82,37 @@ SPIKE_LOOKS = (5, 10, 15, 30, 60)
 SPIKE_REACH_MIN = 10
 
 SERVICE_NAMES = (
-    "support-agent", "billing-agent", "search-agent", "coding-agent",
-    "travel-agent", "sales-agent", "hr-agent", "docs-agent",
-)  # fmt: skip
+    "support-agent",
+    "billing-agent",
+    "search-agent",
+    "coding-agent",
+    "travel-agent",
+    "sales-agent",
+    "hr-agent",
+    "docs-agent",
+)
 # Total calls/min on a weekday average; the fleet's spread (two orders of magnitude).
 SERVICE_RATES = (700.0, 320.0, 180.0, 110.0, 60.0, 30.0, 16.0, 8.0)
 TOOL_NAMES = (
-    "search_docs", "get_order", "get_customer", "list_invoices", "create_ticket",
-    "update_ticket", "get_job", "run_query", "send_email", "lookup_sku", "get_weather",
-    "book_flight", "cancel_booking", "refund_payment", "get_policy", "translate_text",
-    "schedule_meeting", "export_report",
-)  # fmt: skip
+    "search_docs",
+    "get_order",
+    "get_customer",
+    "list_invoices",
+    "create_ticket",
+    "update_ticket",
+    "get_job",
+    "run_query",
+    "send_email",
+    "lookup_sku",
+    "get_weather",
+    "book_flight",
+    "cancel_booking",
+    "refund_payment",
+    "get_policy",
+    "translate_text",
+    "schedule_meeting",
+    "export_report",
+)
 FIELDS = ("id", "since", "query", "limit", "status", "email")
 OTHER_CODES = (("timeout", 0.004), ("internal_error", 0.0015), ("rate_limited", 0.001))
 
@@ -116,7 +134,15 @@ class Tool:
     @property
     def tier(self) -> str:
         """The traffic tier of the issue (calls/min, weekday mean)."""
-        return "<1" if self.rate < 1 else "1-5" if self.rate < 5 else "5-50" if self.rate < 50 else ">50"  # fmt: skip
+        return (
+            "<1"
+            if self.rate < 1
+            else "1-5"
+            if self.rate < 5
+            else "5-50"
+            if self.rate < 50
+            else ">50"
+        )
 
 
 @dataclass
@@ -267,8 +293,13 @@ def _hour_ok(rng: np.random.Generator, start: datetime, minute: int) -> bool:
     return bool(rng.random() < weight * (0.4 if t.weekday() >= 5 else 1.0))
 
 
-def plan(  # noqa: C901, PLR0912, PLR0915 - one schedule reads best top to bottom
-    rng: np.random.Generator, services: list[Service], start: datetime, minutes: int, reps: int,
+def plan(  # noqa: PLR0915 - one schedule reads best top to bottom
+    rng: np.random.Generator,
+    *,
+    services: list[Service],
+    start: datetime,
+    minutes: int,
+    reps: int,
     quick: bool,
 ) -> tuple[list[Rollout], list[Event], list[Spike]]:
     """Place every scored deploy in its own window of its service (no deploy inside)."""
@@ -292,14 +323,24 @@ def plan(  # noqa: C901, PLR0912, PLR0915 - one schedule reads best top to botto
         return None
 
     def tools_in(tier: str) -> list[tuple[int, int]]:
-        return [(s, t) for s, sv in enumerate(services) for t, tl in enumerate(sv.tools) if tl.tier == tier]  # fmt: skip
+        return [
+            (s, t)
+            for s, sv in enumerate(services)
+            for t, tl in enumerate(sv.tools)
+            if tl.tier == tier
+        ]
 
     def strategy(rollout_kw: dict[str, object]) -> Rollout:
         kind = str(rng.choice(["cutover", "rolling", "canary"], p=[0.4, 0.4, 0.2]))
         ramp = int(rng.integers(8, 21)) if kind == "rolling" else int(rng.integers(20, 46))
         share = float(rng.uniform(0.05, 0.10))
-        return Rollout(strategy=kind, ramp_min=ramp, canary_share=share,
-                       marked=bool(rng.random() < 0.75), **rollout_kw)  # type: ignore[arg-type]  # fmt: skip
+        return Rollout(
+            strategy=kind,
+            ramp_min=ramp,
+            canary_share=share,
+            marked=bool(rng.random() < 0.75),
+            **rollout_kw,
+        )  # type: ignore[arg-type]
 
     specs: list[tuple[str, str | None, float]] = []
     quiet_sizes = (2.0, 3.0, 10.0) if quick else SIZES
@@ -344,8 +385,7 @@ def plan(  # noqa: C901, PLR0912, PLR0915 - one schedule reads best top to botto
             fix_min = rb_min + int(rng.integers(80, 101))
             rb = Rollout(service=s, minute=rb_min, version="?", strategy="cutover")
             fix = strategy({"service": s, "minute": fix_min, "version": version(s)})
-            for r in (bad, rb, fix):
-                rollouts.append(r)
+            rollouts += [bad, rb, fix]
             events.append(Event("rollback_bad", s, bad, "?", (5, 15), tool, tier, size))
             events.append(Event("rollback", s, rb, "?", FAST_LOOKS))
             events.append(Event("fix", s, fix, "?", FAST_LOOKS))
@@ -363,7 +403,10 @@ def plan(  # noqa: C901, PLR0912, PLR0915 - one schedule reads best top to botto
             ev.storm = bool(rng.random() < 0.25)
         events.append(ev)
     if skipped:
-        print(f"note: {skipped} scored deploys found no free window and were left out", file=sys.stderr)
+        print(
+            f"note: {skipped} scored deploys found no free window and were left out",
+            file=sys.stderr,
+        )
     # version strings in time order per service; a rollback redeploys the version before
     for s in range(len(services)):
         mine = sorted((r for r in rollouts if r.service == s), key=lambda r: r.minute)
@@ -383,13 +426,21 @@ def plan(  # noqa: C901, PLR0912, PLR0915 - one schedule reads best top to botto
         ev.prev_version = prev_of[id(ev.rollout)]
     spikes = []
     spike_start = 1440 if minutes > 1440 + 120 else minutes // 2
-    sizes = (SIZES * (2 if quick else 3 * reps))
+    sizes = SIZES * (2 if quick else 3 * reps)
     for j, size in enumerate(sizes):
         s = int(rng.integers(0, len(services)))
         broad = j % 2 == 0
         busy = [t for t, tl in enumerate(services[s].tools) if tl.rate >= 2]
         tool = None if broad or not busy else int(rng.choice(busy))
-        spikes.append(Spike(s, tool, int(rng.integers(spike_start, minutes - 70)), int(rng.integers(10, 61)), size))  # fmt: skip
+        spikes.append(
+            Spike(
+                s,
+                tool,
+                int(rng.integers(spike_start, minutes - 70)),
+                int(rng.integers(10, 61)),
+                size,
+            )
+        )
     return rollouts, events, spikes
 
 
@@ -403,11 +454,19 @@ def _hex(rng: np.random.Generator, n: int, nbytes: int) -> pa.Array:
 
 
 def _dict(idx: np.ndarray, values: list[str]) -> pa.Array:
-    return pa.DictionaryArray.from_arrays(pa.array(idx.astype(np.int32)), pa.array(values)).cast(pa.string())  # fmt: skip
+    return pa.DictionaryArray.from_arrays(pa.array(idx.astype(np.int32)), pa.array(values)).cast(
+        pa.string()
+    )
 
 
-def generate(  # noqa: C901, PLR0912, PLR0915 - the generator reads best top to bottom
-    seed: int, days: float, scale: float, reps: int, quick: bool, db: Path,
+def generate(  # noqa: PLR0915 - the generator reads best top to bottom
+    seed: int,
+    *,
+    days: float,
+    scale: float,
+    reps: int,
+    quick: bool,
+    db: Path,
 ) -> Fleet:
     """Build the fleet, write its rows and deploy marks into the store file `db`."""
     rng = np.random.default_rng(seed)
@@ -415,19 +474,35 @@ def generate(  # noqa: C901, PLR0912, PLR0915 - the generator reads best top to 
     end = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=10)
     start = end - timedelta(minutes=minutes)
     services = make_services(rng, scale)
-    rollouts, events, spikes = plan(rng, services, start, minutes, reps, quick)
+    rollouts, events, spikes = plan(
+        rng, services=services, start=start, minutes=minutes, reps=reps, quick=quick
+    )
     shape = season(start, minutes)
     fleet = Fleet(start, minutes, services, rollouts, events, spikes, [], [])
     # traffic bursts: ~2 per service-day at random, plus one in a third of healthy deploys
     for s in range(len(services)):
         for _ in range(rng.poisson(2 * days)):
-            fleet.bursts.append((s, int(rng.integers(0, minutes - 40)), int(rng.integers(5, 31)), float(rng.uniform(2, 6))))  # fmt: skip
+            fleet.bursts.append(
+                (
+                    s,
+                    int(rng.integers(0, minutes - 40)),
+                    int(rng.integers(5, 31)),
+                    float(rng.uniform(2, 6)),
+                )
+            )
         for _ in range(rng.poisson(1.5 * days)):
             fleet.storms.append((s, -1, int(rng.integers(60, minutes - 10))))
     for ev in events:
         d = ev.rollout.minute
         if ev.burst:
-            fleet.bursts.append((ev.service, d + int(rng.integers(0, 40)), int(rng.integers(5, 31)), float(rng.uniform(2, 6))))  # fmt: skip
+            fleet.bursts.append(
+                (
+                    ev.service,
+                    d + int(rng.integers(0, 40)),
+                    int(rng.integers(5, 31)),
+                    float(rng.uniform(2, 6)),
+                )
+            )
         if ev.storm:
             fleet.storms.append((ev.service, -1, d + int(rng.integers(2, 40))))
     t_ms = (np.arange(minutes, dtype=np.int64) * 60_000) + int(start.timestamp() * 1000)
@@ -474,22 +549,34 @@ def generate(  # noqa: C901, PLR0912, PLR0915 - the generator reads best top to 
                         nf_mult[t, sp.minute : sp.minute + sp.dur] *= sp.size
             cols: dict[str, list[np.ndarray]] = defaultdict(list)
 
-            def emit(minute_idx: np.ndarray, tool: int, vidx: np.ndarray, code: str,
-                     fld: np.ndarray | None, attempt: int, trace: np.ndarray | None) -> None:  # fmt: skip
+            def emit(  # noqa: PLR0917 - one row group, positionally like a record
+                minute_idx: np.ndarray,
+                tool: int,
+                vidx: np.ndarray,
+                code: str,
+                fld: np.ndarray | None,
+                attempt: int,
+                trace: np.ndarray | None,
+                cols: dict[str, list[np.ndarray]] = cols,
+            ) -> None:
                 cols["m"].append(minute_idx)
                 cols["tool"].append(np.full(len(minute_idx), tool, np.int32))
                 cols["ver"].append(vidx)
                 cols["code"].append(np.full(len(minute_idx), CODE_IDX[code], np.int32))
-                cols["field"].append(fld if fld is not None else np.full(len(minute_idx), -1, np.int32))  # fmt: skip
+                cols["field"].append(
+                    fld if fld is not None else np.full(len(minute_idx), -1, np.int32)
+                )
                 cols["attempt"].append(np.full(len(minute_idx), attempt, np.int32))
-                cols["trace"].append(trace if trace is not None else np.full(len(minute_idx), -1, np.int64))  # fmt: skip
+                cols["trace"].append(
+                    trace if trace is not None else np.full(len(minute_idx), -1, np.int64)
+                )
 
             versions = sorted({v for pair in ver for v in pair})
             v_index = {v: i for i, v in enumerate(versions)}
             ver_idx = np.array([[v_index[a], v_index[b]] for a, b in ver], dtype=np.int32)
             trace_counter = [0]
 
-            def new_traces(count: int) -> np.ndarray:
+            def new_traces(count: int, trace_counter: list[int] = trace_counter) -> np.ndarray:
                 out = np.arange(trace_counter[0], trace_counter[0] + count, dtype=np.int64)
                 trace_counter[0] += count
                 return out
@@ -559,8 +646,15 @@ def generate(  # noqa: C901, PLR0912, PLR0915 - the generator reads best top to 
                     side = (share[mm] >= 0.5).astype(int)
                     tr = new_traces(1)
                     for a in range(reps_n):
-                        emit(mm[a : a + 1], t, ver_idx[mm[a : a + 1], side[a]], "invalid_args",
-                             np.array([fid], np.int32), a + 1, tr)  # fmt: skip
+                        emit(
+                            mm[a : a + 1],
+                            t,
+                            ver_idx[mm[a : a + 1], side[a]],
+                            "invalid_args",
+                            np.array([fid], np.int32),
+                            a + 1,
+                            tr,
+                        )
             m = np.concatenate(cols["m"])
             nrows = len(m)
             trace = np.concatenate(cols["trace"])
@@ -577,14 +671,18 @@ def generate(  # noqa: C901, PLR0912, PLR0915 - the generator reads best top to 
             tbl = pa.table(
                 {
                     "ts": pa.array(ts_ms, pa.timestamp("ms", tz="UTC")),
-                    "received_at": pa.array(ts_ms + rng.integers(200, 2500, nrows), pa.timestamp("ms", tz="UTC")),  # fmt: skip
+                    "received_at": pa.array(
+                        ts_ms + rng.integers(200, 2500, nrows), pa.timestamp("ms", tz="UTC")
+                    ),
                     "service": pa.array([svc.name] * 1).take(pa.array(np.zeros(nrows, np.int32))),
                     "version": _dict(np.concatenate(cols["ver"]), versions),
                     "environment": pa.array([ENV]).take(pa.array(np.zeros(nrows, np.int32))),
                     "tool": _dict(np.concatenate(cols["tool"]), [tl.name for tl in svc.tools]),
                     "code": _dict(code_all, list(CODES)),
                     "raw_code": pa.nulls(nrows, pa.string()),
-                    "field": pa.array(np.array(FIELDS, dtype=object)[np.maximum(fld_all, 0)], mask=fld_all < 0),  # fmt: skip
+                    "field": pa.array(
+                        np.array(FIELDS, dtype=object)[np.maximum(fld_all, 0)], mask=fld_all < 0
+                    ),
                     "trace_id": trace_ids_all.take(pa.array(trace)),
                     "span_id": _hex(rng, nrows, 8),
                     "call_id": pa.nulls(nrows, pa.string()),
@@ -605,22 +703,31 @@ def generate(  # noqa: C901, PLR0912, PLR0915 - the generator reads best top to 
             )
             tbl = tbl.set_column(tbl.schema.get_field_index("call_id"), "call_id", call_ids)
             tbl = tbl.set_column(tbl.schema.get_field_index("session_id"), "session_id", corr)
-            tbl = tbl.set_column(tbl.schema.get_field_index("correlation_id"), "correlation_id", corr)  # fmt: skip
+            tbl = tbl.set_column(
+                tbl.schema.get_field_index("correlation_id"), "correlation_id", corr
+            )
             tbl = tbl.take(pa.array(order))
             for lo in range(0, nrows, 400_000):
                 store.append_tool_calls(tbl.slice(lo, 400_000))
             fleet.rows += nrows
             # deploy marks: the sidecar's auto marker at each version's first row, and the
             # pipeline's `errscope deploy` for the marked rollouts
-            first = duckdb.sql(
-                "SELECT version, min(ts) FROM tbl GROUP BY version"
-            ).fetchall()
-            marks = [Deploy(service=svc.name, version=v, ts=t0, environment=ENV, source="auto") for v, t0 in first]  # fmt: skip
+            first = duckdb.sql("SELECT version, min(ts) FROM tbl GROUP BY version").fetchall()
+            marks = [
+                Deploy(service=svc.name, version=v, ts=t0, environment=ENV, source="auto")
+                for v, t0 in first
+            ]
             marks += [
-                Deploy(service=svc.name, version=r.version, environment=ENV, source="cli",
-                       ts=fleet.ts(r.minute) + timedelta(seconds=float(rng.uniform(0, 30))))
-                for r in mine if r.marked
-            ]  # fmt: skip
+                Deploy(
+                    service=svc.name,
+                    version=r.version,
+                    environment=ENV,
+                    source="cli",
+                    ts=fleet.ts(r.minute) + timedelta(seconds=float(rng.uniform(0, 30))),
+                )
+                for r in mine
+                if r.marked
+            ]
             store.add_deploys(marks)
     return fleet
 
@@ -647,13 +754,16 @@ def _runs(side_ro: list[list[Rollout | None]], side: int) -> list[tuple[int, int
 def run_cli(args: list[str]) -> tuple[int, dict[str, object] | None, float]:
     """Run one errscope command; its exit status, parsed JSON and wall seconds."""
     t0 = time.perf_counter()
-    done = subprocess.run([ERRSCOPE, *args], capture_output=True, text=True, check=False)  # noqa: S603
+    done = subprocess.run([ERRSCOPE, *args], capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     try:
         out = json.loads(done.stdout)
     except json.JSONDecodeError:
         out = None
-        print(f"errscope {' '.join(args[:3])}: rc {done.returncode}: {done.stderr.strip()[:300]}", file=sys.stderr)  # fmt: skip
+        print(
+            f"errscope {' '.join(args[:3])}: rc {done.returncode}: {done.stderr.strip()[:300]}",
+            file=sys.stderr,
+        )
     return done.returncode, out, wall
 
 
@@ -670,7 +780,9 @@ class Timings:
     findings: list[float] = field(default_factory=list)
 
 
-def ask_checks(fleet: Fleet, db: Path, timings: Timings, workers: int) -> dict[tuple[int, int], dict[str, object]]:  # fmt: skip
+def ask_checks(
+    fleet: Fleet, db: Path, timings: Timings, workers: int
+) -> dict[tuple[int, int], dict[str, object]]:
     """`errscope check --as-of D+look` for every event and look; keyed by (event, look)."""
     end = fleet.ts(fleet.minutes)
     jobs = []
@@ -681,8 +793,20 @@ def ask_checks(fleet: Fleet, db: Path, timings: Timings, workers: int) -> dict[t
             if at > end:
                 continue
             svc = fleet.services[ev.service].name
-            args = ["check", "--service", svc, "--version", ev.rollout.version, "--environment",
-                    ENV, "--db", str(db), "--as-of", iso(at), "--json"]  # fmt: skip
+            args = [
+                "check",
+                "--service",
+                svc,
+                "--version",
+                ev.rollout.version,
+                "--environment",
+                ENV,
+                "--db",
+                str(db),
+                "--as-of",
+                iso(at),
+                "--json",
+            ]
             jobs.append(((i, look), args))
     out: dict[tuple[int, int], dict[str, object]] = {}
 
@@ -698,12 +822,16 @@ def ask_checks(fleet: Fleet, db: Path, timings: Timings, workers: int) -> dict[t
     return out
 
 
-def ask_findings(fleet: Fleet, db: Path, times: list[int], timings: Timings, workers: int) -> dict[int, list[dict[str, object]]]:  # fmt: skip
+def ask_findings(
+    fleet: Fleet, db: Path, times: list[int], timings: Timings, workers: int
+) -> dict[int, list[dict[str, object]]]:
     """`errscope findings --as-of` at each fleet minute; its findings by minute."""
     out: dict[int, list[dict[str, object]]] = {}
 
     def one(minute: int) -> None:
-        rc, doc, wall = run_cli(["findings", "--db", str(db), "--as-of", iso(fleet.ts(minute)), "--json"])  # fmt: skip
+        _, doc, wall = run_cli(
+            ["findings", "--db", str(db), "--as-of", iso(fleet.ts(minute)), "--json"]
+        )
         timings.findings.append(wall)
         found = doc.get("findings", []) if isinstance(doc, dict) else []
         out[minute] = list(found) if isinstance(found, list) else []
@@ -722,11 +850,17 @@ def _theta(ev: Event, tool: int, rel: np.ndarray) -> np.ndarray:
     theta = np.ones(len(rel))
     for et, size, slow, _ in ev.rollout.effects:
         if et == tool:
-            theta = np.full(len(rel), size) if slow is None else 1 + (size - 1) * np.clip((rel - slow) / 120, 0, 1)  # fmt: skip
+            theta = (
+                np.full(len(rel), size)
+                if slow is None
+                else 1 + (size - 1) * np.clip((rel - slow) / 120, 0, 1)
+            )
     return theta
 
 
-def reference_tests(fleet: Fleet, db: Path, sims: int, rng: np.random.Generator) -> dict[tuple[int, int], dict[str, bool]]:  # fmt: skip
+def reference_tests(
+    fleet: Fleet, db: Path, sims: int, rng: np.random.Generator
+) -> dict[tuple[int, int], dict[str, bool]]:
     """Naive 2x, Bonferroni binomial and the Poisson oracle, per (event, look)."""
     con = duckdb.connect(str(db), read_only=True)
     out: dict[tuple[int, int], dict[str, bool]] = {}
@@ -741,10 +875,14 @@ def reference_tests(fleet: Fleet, db: Path, sims: int, rng: np.random.Generator)
             rows = con.execute(sql, list(params)).fetchall()
             return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
-        q = ("SELECT tool, count(*), count(*) FILTER (WHERE code = 'invalid_args') FROM tool_calls "
-             "WHERE service = ? AND ts >= ? AND ts < ? {} GROUP BY tool")  # fmt: skip
+        q = (
+            "SELECT tool, count(*), count(*) FILTER (WHERE code = 'invalid_args') FROM tool_calls "
+            "WHERE service = ? AND ts >= ? AND ts < ? {} GROUP BY tool"
+        )
         pre60 = counts(q.format(""), svc.name, fleet.ts(d - 60), fleet.ts(d))
-        pre120 = counts(q.format("AND version = ?"), svc.name, fleet.ts(d - 120), fleet.ts(d), ev.prev_version)  # fmt: skip
+        pre120 = counts(
+            q.format("AND version = ?"), svc.name, fleet.ts(d - 120), fleet.ts(d), ev.prev_version
+        )
         # the oracle: true base rate of each tool on the new version, Poisson first attempts
         looks = [lk for lk in ev.looks if d + lk <= fleet.minutes]
         mu0 = np.zeros((k, len(looks)))
@@ -761,7 +899,13 @@ def reference_tests(fleet: Fleet, db: Path, sims: int, rng: np.random.Generator)
         paths = rng.poisson(np.broadcast_to(inc, (sims, *inc.shape))).cumsum(axis=2)
         oracle_hit = (paths >= crit[None]).any(axis=1)  # (sims, looks): any tool
         for j, lk in enumerate(looks):
-            post = counts(q.format("AND version = ?"), svc.name, fleet.ts(d), fleet.ts(d + lk), ev.rollout.version)  # fmt: skip
+            post = counts(
+                q.format("AND version = ?"),
+                svc.name,
+                fleet.ts(d),
+                fleet.ts(d + lk),
+                ev.rollout.version,
+            )
             naive = binom = False
             for name in names:
                 n1, x1 = post.get(name, (0, 0))
@@ -785,18 +929,30 @@ def reference_tests(fleet: Fleet, db: Path, sims: int, rng: np.random.Generator)
 # ------------------------------------------------------------------ scoring
 
 
-def outcomes(fleet: Fleet, checks: dict[tuple[int, int], dict[str, object]], refs: dict[tuple[int, int], dict[str, bool]], found: dict[int, list[dict[str, object]]]) -> dict[str, object]:  # fmt: skip  # noqa: C901, PLR0912, PLR0915
+def outcomes(
+    fleet: Fleet,
+    checks: dict[tuple[int, int], dict[str, object]],
+    refs: dict[tuple[int, int], dict[str, bool]],
+    found: dict[int, list[dict[str, object]]],
+) -> dict[str, object]:
     """Per-event and per-spike outcomes of one seed's fleet."""
     per_event = []
     for i, ev in enumerate(fleet.events):
         row: dict[str, object] = {
-            "kind": ev.kind, "service": fleet.services[ev.service].name,
-            "version": ev.rollout.version, "previous": ev.prev_version,
-            "strategy": ev.rollout.strategy, "marked": ev.rollout.marked,
-            "tier": ev.tier, "size": ev.size, "burst": ev.burst, "storm": ev.storm,
+            "kind": ev.kind,
+            "service": fleet.services[ev.service].name,
+            "version": ev.rollout.version,
+            "previous": ev.prev_version,
+            "strategy": ev.rollout.strategy,
+            "marked": ev.rollout.marked,
+            "tier": ev.tier,
+            "size": ev.size,
+            "burst": ev.burst,
+            "storm": ev.storm,
             "tool": fleet.services[ev.service].tools[ev.tool].name if ev.tool is not None else None,
-            "deploy_at": iso(fleet.ts(ev.rollout.minute)), "looks": {},
-        }  # fmt: skip
+            "deploy_at": iso(fleet.ts(ev.rollout.minute)),
+            "looks": {},
+        }
         es_hit = named = False
         for lk in ev.looks:
             c = checks.get((i, lk))
@@ -810,27 +966,42 @@ def outcomes(fleet: Fleet, checks: dict[tuple[int, int], dict[str, object]], ref
             named = named or (hit and row["tool"] in tools)
             ref = refs[(i, lk)]
             row["looks"][lk] = {  # type: ignore[index]
-                "errscope": es_hit, "verdict": verdict, "rc": c["rc"], "named_tool": named,
+                "errscope": es_hit,
+                "verdict": verdict,
+                "rc": c["rc"],
+                "named_tool": named,
                 "reason": doc.get("reason"),
-                "naive": ref["naive"], "binomial": ref["binomial"], "oracle": ref["oracle"],
-            }  # fmt: skip
+                "naive": ref["naive"],
+                "binomial": ref["binomial"],
+                "oracle": ref["oracle"],
+            }
         per_event.append(row)
     # cumulative "by look": errscope, naive, binomial hit at any look so far
     for row in per_event:
         acc = {"naive": False, "binomial": False}
         for lk in sorted(row["looks"]):  # type: ignore[call-overload]
             cell = row["looks"][lk]  # type: ignore[index]
-            for key in acc:
-                acc[key] = acc[key] or cell[key]
+            for key, before in acc.items():
+                acc[key] = before or cell[key]
                 cell[key] = acc[key]
     spike_rows, false_spikes, covered = spike_outcomes(fleet, found)
-    return {"events": per_event, "spikes": spike_rows, "false_spikes": false_spikes, "service_days": covered}
+    return {
+        "events": per_event,
+        "spikes": spike_rows,
+        "false_spikes": false_spikes,
+        "service_days": covered,
+    }
 
 
 DETECTORS = ("errscope", "naive", "binomial", "oracle")
 
 
-def tables(per_event: list[dict[str, object]], spike_rows: list[dict[str, object]], false_spikes: list[dict[str, object]], service_days: float) -> dict[str, object]:  # fmt: skip  # noqa: C901
+def tables(
+    per_event: list[dict[str, object]],
+    spike_rows: list[dict[str, object]],
+    false_spikes: list[dict[str, object]],
+    service_days: float,
+) -> dict[str, object]:
     """Recall by tier x size x look, false alarms by condition, spike recall and false alarms."""
     dets = DETECTORS
 
@@ -842,21 +1013,39 @@ def tables(per_event: list[dict[str, object]], spike_rows: list[dict[str, object
     for kind in ("regression", "slow", "rollback_bad"):
         for tier in TIERS:
             for size in SIZES:
-                rows = [r for r in per_event if r["kind"] == kind and r["tier"] == tier and r["size"] == size]  # fmt: skip
+                rows = [
+                    r
+                    for r in per_event
+                    if r["kind"] == kind and r["tier"] == tier and r["size"] == size
+                ]
                 if not rows:
                     continue
                 for det in dets:
-                    cell: dict[str, object] = {"kind": kind, "tier": tier, "size": size, "detector": det, "n": len(rows)}  # fmt: skip
+                    cell: dict[str, object] = {
+                        "kind": kind,
+                        "tier": tier,
+                        "size": size,
+                        "detector": det,
+                        "n": len(rows),
+                    }
                     for look in LONG_LOOKS:
                         cell[f"by_{look}"] = rate(rows, det, look)[0]
                     if det == "errscope":
-                        cell["named_tool_60"] = _share([r["looks"].get(60, r["looks"].get(15, {})).get("named_tool", False) for r in rows])  # type: ignore[union-attr]  # fmt: skip
+                        cell["named_tool_60"] = _share(
+                            [
+                                r["looks"].get(60, r["looks"].get(15, {})).get("named_tool", False)
+                                for r in rows
+                            ]
+                        )  # type: ignore[union-attr]
                     recall.append(cell)
     healthy = [r for r in per_event if r["kind"] in ("healthy", "rollback", "fix")]
     fa = []
     for group, rows in (
         ("all healthy", healthy),
-        ("plain", [r for r in healthy if r["kind"] == "healthy" and not r["burst"] and not r["storm"]]),
+        (
+            "plain",
+            [r for r in healthy if r["kind"] == "healthy" and not r["burst"] and not r["storm"]],
+        ),
         ("with burst", [r for r in healthy if r["burst"]]),
         ("with storm", [r for r in healthy if r["storm"]]),
         ("rollback redeploy", [r for r in healthy if r["kind"] == "rollback"]),
@@ -869,14 +1058,29 @@ def tables(per_event: list[dict[str, object]], spike_rows: list[dict[str, object
         cell = {"group": group, "n": len(rows)}
         for det in dets:
             cell[det] = 100 * (rate(rows, det, 60)[0] or 0.0)
-        cell["insufficient_at_60"] = _share([r["looks"].get(60, {}).get("verdict") == "insufficient_data" for r in rows])  # type: ignore[union-attr]  # fmt: skip
+        cell["insufficient_at_60"] = _share(
+            [r["looks"].get(60, {}).get("verdict") == "insufficient_data" for r in rows]
+        )  # type: ignore[union-attr]
         fa.append(cell)
     spike_table = []
     for size in SIZES:
         for scope in ("broad", "narrow", "all"):
-            rows = [r for r in spike_rows if r["size"] == size and (scope == "all" or r["scope"] == scope)]  # fmt: skip
+            rows = [
+                r
+                for r in spike_rows
+                if r["size"] == size and (scope == "all" or r["scope"] == scope)
+            ]
             if rows:
-                spike_table.append({"size": size, "scope": scope, "n": len(rows), **{f"by_{lk}": _share([r["looks"][lk] for r in rows]) for lk in SPIKE_LOOKS}})  # type: ignore[index]  # fmt: skip
+                spike_table.append(
+                    {
+                        "size": size,
+                        "scope": scope,
+                        "n": len(rows),
+                        **{
+                            f"by_{lk}": _share([r["looks"][lk] for r in rows]) for lk in SPIKE_LOOKS
+                        },
+                    }
+                )  # type: ignore[index]
     ge2 = [r for r in spike_rows if r["size"] >= 2]  # type: ignore[operator]
     return {
         "recall": recall,
@@ -890,7 +1094,9 @@ def tables(per_event: list[dict[str, object]], spike_rows: list[dict[str, object
     }
 
 
-def spike_outcomes(fleet: Fleet, found: dict[int, list[dict[str, object]]]) -> tuple[list[dict[str, object]], list[dict[str, object]], float]:  # fmt: skip
+def spike_outcomes(
+    fleet: Fleet, found: dict[int, list[dict[str, object]]]
+) -> tuple[list[dict[str, object]], list[dict[str, object]], float]:
     """Each true spike's detection by look; the spike findings matching no true spike."""
     spike_rows = []
     truth = fleet.spikes
@@ -906,10 +1112,33 @@ def spike_outcomes(fleet: Fleet, found: dict[int, list[dict[str, object]]]) -> t
         lo, hi = fleet.ts(sp.minute - 5), fleet.ts(sp.minute + sp.dur + 10)
         if we < lo or ws > hi:
             return False
-        return sp.tool is None or f.get("tool") in (None, fleet.services[sp.service].tools[sp.tool].name)  # fmt: skip
+        return sp.tool is None or f.get("tool") in (
+            None,
+            fleet.services[sp.service].tools[sp.tool].name,
+        )
+
     for sp in truth:
         hit = False
-        cell = {"service": fleet.services[sp.service].name, "scope": "broad" if sp.tool is None else "narrow", "size": sp.size, "dur": sp.dur, "looks": {}}  # fmt: skip
+        cell = {
+            "service": fleet.services[sp.service].name,
+            "scope": "broad" if sp.tool is None else "narrow",
+            "size": sp.size,
+            "dur": sp.dur,
+            "start": iso(fleet.ts(sp.minute)),
+            "tool": None if sp.tool is None else fleet.services[sp.service].tools[sp.tool].name,
+            # weekday-mean calls/min of what spiked (the service for a broad spike), and
+            # the not_found it makes in a 5-minute slot before the spike
+            "calls_per_min": fleet.services[sp.service].rate
+            if sp.tool is None
+            else fleet.services[sp.service].tools[sp.tool].rate,
+            "not_found_per_slot": 5
+            * sum(
+                t.rate * t.nf
+                for j, t in enumerate(fleet.services[sp.service].tools)
+                if sp.tool in (None, j)
+            ),
+            "looks": {},
+        }
         for lk in SPIKE_LOOKS:
             fs = [f for f in found.get(sp.minute + lk, []) if f.get("kind") == "spike"]
             hit = hit or any(matches(f, sp) for f in fs)
@@ -950,15 +1179,36 @@ def latency(db: Path, fleet: Fleet, repeat: int) -> dict[str, float]:
     as_of = iso(fleet.ts(min(end, busiest.minute + 15)))
     walls: dict[str, list[float]] = defaultdict(list)
     group_by = "SELECT service, tool, code, count(*) FROM tool_calls GROUP BY ALL"
-    probe = f"import duckdb; duckdb.connect({str(db)!r}, read_only=True).sql({group_by!r}).fetchall()"
+    probe = (
+        f"import duckdb; duckdb.connect({str(db)!r}, read_only=True).sql({group_by!r}).fetchall()"
+    )
     for _ in range(repeat):
-        walls["check"].append(run_cli(["check", "--service", svc, "--version", busiest.version, "--environment", ENV, "--db", str(db), "--as-of", as_of, "--json"])[2])  # fmt: skip
-        walls["findings"].append(run_cli(["findings", "--db", str(db), "--as-of", iso(fleet.ts(end)), "--json"])[2])  # fmt: skip
+        walls["check"].append(
+            run_cli(
+                [
+                    "check",
+                    "--service",
+                    svc,
+                    "--version",
+                    busiest.version,
+                    "--environment",
+                    ENV,
+                    "--db",
+                    str(db),
+                    "--as-of",
+                    as_of,
+                    "--json",
+                ]
+            )[2]
+        )
+        walls["findings"].append(
+            run_cli(["findings", "--db", str(db), "--as-of", iso(fleet.ts(end)), "--json"])[2]
+        )
         t0 = time.perf_counter()
-        subprocess.run([ERRSCOPE, "findings", "--help"], capture_output=True, check=True)  # noqa: S603
+        subprocess.run([ERRSCOPE, "findings", "--help"], capture_output=True, check=True)
         walls["startup (findings --help)"].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True)  # noqa: S603
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True)
         walls["python + duckdb GROUP BY (process)"].append(time.perf_counter() - t0)
         con = duckdb.connect(str(db), read_only=True)
         t0 = time.perf_counter()
@@ -978,21 +1228,38 @@ def _pct(x: object) -> str:
 def print_report(t: dict[str, object], lat: dict[str, float], rows: int) -> None:
     """The tables, for a terminal."""
     print("\nDeploy regressions: recall by look (minutes after the deploy), cumulative")
-    print(f"{'kind':12} {'tier':>5} {'size':>5} {'detector':9} {'n':>3}  {'+5':>5} {'+15':>5} {'+60':>5} {'+6h':>5} {'+24h':>5}  tool@60")  # fmt: skip
+    print(
+        f"{'kind':12} {'tier':>5} {'size':>5} {'detector':9} {'n':>3}  "
+        f"{'+5':>5} {'+15':>5} {'+60':>5} {'+6h':>5} {'+24h':>5}  tool@60"
+    )
     for c in t["recall"]:  # type: ignore[attr-defined]
         named = _pct(c.get("named_tool_60")) if c["detector"] == "errscope" else ""
-        print(f"{c['kind']:12} {c['tier']:>5} {c['size']:5.1f} {c['detector']:9} {c['n']:3d}  "
-              + " ".join(_pct(c[f"by_{lk}"]) for lk in LONG_LOOKS) + f"  {named}")  # fmt: skip
+        print(
+            f"{c['kind']:12} {c['tier']:>5} {c['size']:5.1f} {c['detector']:9} {c['n']:3d}  "
+            + " ".join(_pct(c[f"by_{lk}"]) for lk in LONG_LOOKS)
+            + f"  {named}"
+        )
     print("\nFalse alarms per 100 healthy deploys (any alarm by +60 min)")
-    print(f"{'group':22} {'n':>4} " + " ".join(f"{d:>9}" for d in DETECTORS) + "  es insufficient@60")  # fmt: skip
+    print(
+        f"{'group':22} {'n':>4} " + " ".join(f"{d:>9}" for d in DETECTORS) + "  es insufficient@60"
+    )
     for c in t["false_alarms"]:  # type: ignore[attr-defined]
-        print(f"{c['group']:22} {c['n']:4d} " + " ".join(f"{c[d]:9.1f}" for d in DETECTORS) + f"  {_pct(c['insufficient_at_60'])}")  # fmt: skip
+        print(
+            f"{c['group']:22} {c['n']:4d} "
+            + " ".join(f"{c[d]:9.1f}" for d in DETECTORS)
+            + f"  {_pct(c['insufficient_at_60'])}"
+        )
     print("\nnot_found spikes (errscope findings): recall by look after the spike's start")
     for c in t["spike_recall"]:  # type: ignore[attr-defined]
-        print(f"  {c['size']:5.1f}x {c['scope']:7} n={c['n']:3d} " + " ".join(f"+{lk}:{_pct(c[f'by_{lk}'])}" for lk in SPIKE_LOOKS))  # fmt: skip
-    print(f"  recall at >= 2x by +60: {_pct(t['spike_recall_ge2_by_60'])}; false spike alarms "
-          f"{t['false_spikes']} over {t['spike_service_days']:.1f} service-days watched = "
-          f"{t['false_spikes_per_service_day'] or 0:.2f} per service-day")  # fmt: skip
+        print(
+            f"  {c['size']:5.1f}x {c['scope']:7} n={c['n']:3d} "
+            + " ".join(f"+{lk}:{_pct(c[f'by_{lk}'])}" for lk in SPIKE_LOOKS)
+        )
+    print(
+        f"  recall at >= 2x by +60: {_pct(t['spike_recall_ge2_by_60'])}; false spike alarms "
+        f"{t['false_spikes']} over {t['spike_service_days']:.1f} service-days watched = "
+        f"{t['false_spikes_per_service_day'] or 0:.2f} per service-day"
+    )
     print(f"\nLatency on {rows:,} rows (median wall seconds)")
     for k, v in lat.items():
         print(f"  {k:40} {v:7.2f}")
@@ -1000,7 +1267,9 @@ def print_report(t: dict[str, object], lat: dict[str, float], rows: int) -> None
 
 def main() -> None:  # noqa: PLR0915
     """Parse flags, build each seed's fleet, ask errscope, score, print and write JSON."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="2 days at 0.4x traffic, fewer events")
     ap.add_argument("--days", type=float, default=6.0)
     ap.add_argument("--seeds", default="1")
@@ -1009,7 +1278,12 @@ def main() -> None:  # noqa: PLR0915
     ap.add_argument("--reps", type=int, default=2, help="regression cells per tier x size")
     ap.add_argument("--workers", type=int, default=2, help="errscope calls at once")
     ap.add_argument("--sims", type=int, default=2000, help="oracle Monte Carlo paths")
-    ap.add_argument("--sweep-min", type=int, default=0, help="findings every N min from day 2 on, for false spikes (default 10 quick, 60)")  # fmt: skip
+    ap.add_argument(
+        "--sweep-min",
+        type=int,
+        default=0,
+        help="findings every N min from day 2 on, for false spikes (default 30 quick, 60 full)",
+    )
     ap.add_argument("--latency-only", action="store_true")
     ap.add_argument("--keep", type=Path, help="keep the store files in this folder")
     ap.add_argument("--json", type=Path)
@@ -1017,7 +1291,7 @@ def main() -> None:  # noqa: PLR0915
     days = 2.0 if a.quick else a.days
     reps = 1 if a.quick else a.reps
     scale = 0.4 if a.quick and a.scale == 1.0 else a.scale
-    sweep = a.sweep_min or (10 if a.quick else 60)
+    sweep = a.sweep_min or (30 if a.quick else 60)
     if a.rows:
         weekday_mean = 0.9
         scale = a.rows / (sum(SERVICE_RATES) * 1440 * days * weekday_mean * 1.01)
@@ -1036,20 +1310,28 @@ def main() -> None:  # noqa: PLR0915
         db = folder / f"fleet-{seed}.duckdb"
         db.unlink(missing_ok=True)
         t0 = time.perf_counter()
-        fleet = generate(seed, days, scale, reps, a.quick, db)
+        fleet = generate(seed, days=days, scale=scale, reps=reps, quick=a.quick, db=db)
         rows = fleet.rows
         tiers = defaultdict(int)
         for sv in fleet.services:
             for tl in sv.tools:
                 tiers[tl.tier] += 1
-        print(f"seed {seed}: {fleet.rows:,} rows, {len(fleet.rollouts)} deploys, "
-              f"{len(fleet.events)} scored, {len(fleet.spikes)} spikes, tools by tier "
-              f"{dict(tiers)}, written in {time.perf_counter() - t0:.0f} s", file=sys.stderr)  # fmt: skip
+        print(
+            f"seed {seed}: {fleet.rows:,} rows, {len(fleet.rollouts)} deploys, "
+            f"{len(fleet.events)} scored, {len(fleet.spikes)} spikes, tools by tier "
+            f"{dict(tiers)}, written in {time.perf_counter() - t0:.0f} s",
+            file=sys.stderr,
+        )
         if a.latency_only:
             lat = latency(db, fleet, 5)
             continue
         checks = ask_checks(fleet, db, timings, a.workers)
-        looks = [sp.minute + lk for sp in fleet.spikes for lk in SPIKE_LOOKS if sp.minute + lk <= fleet.minutes]  # fmt: skip
+        looks = [
+            sp.minute + lk
+            for sp in fleet.spikes
+            for lk in SPIKE_LOOKS
+            if sp.minute + lk <= fleet.minutes
+        ]
         looks += list(range(1440, fleet.minutes, sweep))
         found = ask_findings(fleet, db, looks, timings, a.workers)
         refs = reference_tests(fleet, db, a.sims, np.random.default_rng(seed + 1000))
@@ -1075,7 +1357,22 @@ def main() -> None:  # noqa: PLR0915
         for k, v in lat.items():
             print(f"  {k:40} {v:7.2f}")
     if a.json:
-        a.json.write_text(json.dumps({"command": sys.argv, "seeds": seeds, "days": days, "rows_last_seed": rows, "latency_s": lat, **t, "events": events, "spike_events": spikes}, indent=1, default=str))  # fmt: skip
+        a.json.write_text(
+            json.dumps(
+                {
+                    "command": sys.argv,
+                    "seeds": seeds,
+                    "days": days,
+                    "rows_last_seed": rows,
+                    "latency_s": lat,
+                    **t,
+                    "events": events,
+                    "spike_events": spikes,
+                },
+                indent=1,
+                default=str,
+            )
+        )
     print(f"wall {time.perf_counter() - t_start:.0f} s; stores in {folder}", file=sys.stderr)
 
 
