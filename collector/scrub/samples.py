@@ -567,9 +567,28 @@ def _build() -> dict[str, RuleSamples]:  # noqa: PLR0915 - one table row per rul
         lambda r: ["https://billing.azurewebsites.net/api/Charge failed with 401"],
     )
     s["devops-platform-token"] = _token("rnd_", ALNUM, 32)
+    s["terraform-cloud-token"] = _token(".atlasv1.", B64URL, 64, "TFE_TOKEN=Xy7Qk2mNp8Rt4a{}")
+    s["pulumi-token"] = _token("pul-", HEX, 40)
+    s["infracost-token"] = _token("ico-", ALNUM, 32)
+    s["octopus-api-key"] = _token("API-", UPPER + DIGITS, 30)
+    s["harness-pat"] = _token(
+        "pat.", B64URL, 22, "x-api-key: {}.Ab3dEf6hIj9kLm2nOp5qRs8t.Uv1wXy4zAb7cDe0fGh3i"
+    )
+    s["flyio-token"] = _token("fm2_", B64, 120)
+    s["onepassword-secret-key"] = _token("A3-", UPPER + DIGITS, 6, "{}-Q7RT2-K9PLM-X4VB8-ZN3WD")
     s["gitlab-other-token"] = _token("glft-", B64URL, 20)
     s["atlassian-bitbucket-access-token"] = _token("ATCTT3", B64URL, 190)
     s["saas-api-token"] = _token("figd_", B64URL, 40)
+    s["airtable-pat"] = _token("patAb3dEf6hIj9kLm.", HEX, 64)
+    s["airtable-oauth-token"] = _token(
+        "Ab3dEf6hIj9kLm2nO.v1.", B64URL, 60, "{}.0123456789abcdef0123456789abcdef"
+    )
+    s["hubspot-pat"] = _token("pat-na1-", HEX, 8, "{}-1a2b-3c4d-5e6f-0123456789ab")
+    s["salesforce-access-token"] = _token("00D5g000004Xy7Q!", ALNUM, 96)
+    s["dropbox-access-token"] = _token("sl.", B64URL, 140)
+    s["plaid-access-token"] = _token("access-sandbox-", HEX, 8, "{}-1a2b-3c4d-5e6f-0123456789ab")
+    s["launchdarkly-key"] = _token("sdk-", HEX, 8, "{}-1a2b-3c4d-5e6f-0123456789ab")
+    s["facebook-access-token"] = _token("EAA", ALNUM, 120)
     s["maxmind-license-key"] = RuleSamples(
         lambda r: Planted(f"{rand(r, ALNUM, 6)}_{(c := rand(r, ALNUM, 29))}_mmk", c),
         lambda r: ["geo_lite_mmk"],
