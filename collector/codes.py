@@ -1,5 +1,10 @@
 """normalise: derive exactly one catalog code for a tool-call span, and say which signal decided.
 
+Over 600 lines on purpose: the precedence below is one ladder in `_Normaliser`, whose rungs
+share the span's parsed observation and exception names; split, the order would live in
+two places.
+
+
 Precedence (the first signal present wins; each sets `source`):
 
 1. `error_type` — an explicit code: `errscope.code`, or `error.type` when it is a catalog

@@ -1,5 +1,10 @@
 """The span pipeline: one function from any span to what errscope keeps and passes on.
 
+Over 600 lines on purpose: `Pipeline.process` is one ordered pass over a span (classify,
+normalise, scrub, sample, build the passed-on span) whose steps share one span's counts and
+fail closed together; content policy lives in `content.py`, request context in `context.py`.
+
+
     classify → normalise → scrub → sample traceback → (record, passed-on span)
 
 `Pipeline.process(view)` is the only implementation; the sidecar and the in-process
@@ -27,20 +32,33 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from types import MappingProxyType
 from typing import Any, Final
-
-import orjson
 
 from errscope.collector import semconv as sc
 from errscope.collector.catalog import Catalog, Code, default_catalog
 from errscope.collector.classify import Matcher, ToolSpan, classify
 from errscope.collector.codes import Outcome, Source, normalise
+from errscope.collector.content import (
+    CONTENT_RULE,
+    EXCEPTION_WORDS,
+    ContentPolicy,
+    argument_values,
+    content_family,
+    mask_traceback_content,
+)
+from errscope.collector.context import (
+    NO_RELATED,
+    OWN_CALL_ID_KEYS,
+    Related,
+    first_text,
+    metadata_ids,
+    request_context,
+)
 from errscope.collector.record import ToolCall, TracebackSample, is_safe_id
 from errscope.collector.sample import TracebackSampler
 from errscope.collector.scrub import Scrubber, default_scrubber, redact_traceback
@@ -106,38 +124,6 @@ _CALL_ID_KEYS: Final = frozenset(
         sc.AI_TOOL_CALL_ID,
     }
 )
-# Ids a tool span inherits from its nearest ancestor in the same request (the agent span
-# holds the conversation id; per the GenAI conventions the tool span need not repeat it).
-_INHERITED_KEYS: Final = (
-    sc.GEN_AI_CONVERSATION_ID,
-    sc.OI_SESSION_ID,
-    sc.TRACELOOP_SESSION_ID,
-    sc.TRACELOOP_THREAD_ID,
-    sc.TRACELOOP_RUN_ID,
-    sc.AI_SESSION_ID,
-    sc.AI_SESSION_ID_SNAKE,
-    sc.GEN_AI_AGENT_CALL_ID,
-    sc.MCP_SESSION_ID,
-    sc.ERRSCOPE_CORRELATION_ID,
-)
-_OWN_CALL_ID_KEYS: Final = (
-    sc.GEN_AI_TOOL_CALL_ID,
-    sc.AI_TOOL_CALL_ID,
-    sc.OI_TOOL_CALL_ID,
-    sc.OI_TOOL_ID,
-)
-_MAX_ANCESTORS: Final = 64
-_CONTENT_RULE: Final = "content"  # counted as content:<family>
-_MASK: Final = "[content]"
-# Exception lines of a stored traceback keep their type and the shape of their message,
-# never an argument: URLs lose their path and query, quoted literals their text.
-_URL_RE: Final = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{1,15}://[^\s/'\"?#]+)[^\s'\"]*")
-_QUOTED_RE: Final = re.compile(r"\"[^\"\n]{1,512}\"|'[^'\n]{1,512}'|`[^`\n]{1,512}`")
-_FRAME_LINE_RE: Final = re.compile(
-    r"^\s*(?:File \"|at\s|\.\.\.|goroutine\s|\S+\.go:\d+|\S+\.(?:rs|rb|php):\d+|#\d+\s)"
-)
-_MIN_MASKED_CHARS: Final = 4
-_EXCEPTION_WORDS: Final = frozenset({sc.EXCEPTION_MESSAGE, sc.EXCEPTION_STACKTRACE})
 _LABEL_KEYS: Final = frozenset(
     {sc.SERVICE_NAME, sc.SERVICE_VERSION, sc.DEPLOYMENT_ENVIRONMENT, sc.DEPLOYMENT_ENVIRONMENT_OLD}
 )
@@ -158,25 +144,6 @@ class NonToolPolicy(StrEnum):
     DROP = "drop"  # not passed on at all
     SCRUB = "scrub"  # every string scrubbed: secrets masked, tracebacks reduced (default)
     PASS = "pass"  # noqa: S105 - a policy name, not a password: secrets masked, rest kept
-
-
-class ContentPolicy(StrEnum):
-    """What happens to conversation content on a passed-on span."""
-
-    DROP = "drop"  # messages, prompts, arguments, results and exception messages dropped
-    KEEP = "keep"  # kept, every string still scrubbed for secrets
-
-
-@dataclass(frozen=True, slots=True)
-class Related:
-    """What other spans of the same export request say about a tool span."""
-
-    children: tuple[SpanView, ...] = ()
-    inherited: Mapping[str, AttrValue] = field(default_factory=lambda: MappingProxyType({}))
-    requested_call_id: str | None = None
-
-
-_NO_RELATED: Final = Related()
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,238 +239,6 @@ def _nested_texts(value: AttrValue, out: list[str]) -> bool:
     return unsure
 
 
-def _first_text(attrs: Mapping[str, AttrValue], *keys: str) -> str | None:
-    for key in keys:
-        value = attrs.get(key)
-        if isinstance(value, str) and value:
-            return value
-        if isinstance(value, int) and not isinstance(value, bool):
-            return str(value)  # jsonrpc.request.id may be a number
-    return None
-
-
-# ---------------------------------------------------------------- content
-
-
-_FAMILY_CACHE: dict[str, str | None] = {}
-_FAMILY_CACHE_MAX: Final = 8192
-
-
-def content_family(key: str) -> str | None:
-    """The content family of an attribute key (`gen_ai.messages`, `vercel_ai`, ...), or None."""
-    try:
-        return _FAMILY_CACHE[key]
-    except KeyError:
-        pass
-    found: str | None = None
-    if key not in sc.CONTENT_KEEP:
-        for family, exact, prefixes in sc.CONTENT_FAMILIES:
-            if key in exact or key.startswith(prefixes):
-                found = family
-                break
-    if len(_FAMILY_CACHE) >= _FAMILY_CACHE_MAX:
-        _FAMILY_CACHE.clear()
-    _FAMILY_CACHE[key] = found
-    return found
-
-
-def _json_leaves(value: AttrValue, out: list[str], depth: int = 0) -> None:
-    """Every string (and number) leaf of an argument value, JSON text parsed."""
-    if depth > 8 or len(out) > 64:
-        return
-    if isinstance(value, str):
-        head = value.lstrip()[:1]
-        if head in ("{", "[") and len(value) <= 65536:
-            try:
-                _json_leaves(_from_json(orjson.loads(value)), out, depth + 1)
-            except orjson.JSONDecodeError:
-                out.append(value)
-            return
-        out.append(value)
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        out.append(str(value))
-    elif isinstance(value, tuple):
-        for item in value:
-            _json_leaves(item, out, depth + 1)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _json_leaves(item, out, depth + 1)
-
-
-def _from_json(obj: Any) -> AttrValue:
-    if isinstance(obj, dict):
-        return {str(k): _from_json(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return tuple(_from_json(v) for v in obj)
-    if isinstance(obj, str | int | float | bool):
-        return obj
-    return ""
-
-
-def _argument_values(attrs: Mapping[str, AttrValue]) -> list[str]:
-    """The call's argument values, longest first: what a stored traceback must not repeat."""
-    leaves: list[str] = []
-    for key in sc.ARGUMENT_KEYS:
-        value = attrs.get(key)
-        if value is not None:
-            _json_leaves(value, leaves)
-    kept = {v for v in leaves if len(v) >= _MIN_MASKED_CHARS}
-    # The python repr of a dict (LangChain's input_str) holds the values quoted: masked below.
-    return sorted(kept, key=len, reverse=True)
-
-
-def mask_traceback_content(text: str, values: Sequence[str] = ()) -> tuple[str, int]:
-    """A redacted traceback without the call's content; and how many pieces were masked.
-
-    Every argument value is masked wherever it appears; on the exception lines (not the
-    frames) URLs keep only their scheme and host, and quoted literals lose their text.
-    """
-    masked = 0
-    lines = []
-    for original in text.split("\n"):
-        line = original
-        for value in values:
-            if value in line:
-                masked += line.count(value)
-                line = line.replace(value, _MASK)
-        if not _FRAME_LINE_RE.match(line):
-            line, n_url = _URL_RE.subn(lambda m: f"{m.group(1)}/{_MASK}", line)
-            line, n_quoted = _QUOTED_RE.subn(lambda m: f"{m.group()[0]}{_MASK}{m.group()[0]}", line)
-            masked += n_url + n_quoted
-        lines.append(line)
-    return "\n".join(lines), masked
-
-
-def _metadata_ids(attrs: Mapping[str, AttrValue]) -> tuple[str | None, str | None]:
-    """(thread id, run id) from OpenInference's `metadata` JSON (LangGraph puts them there)."""
-    value = attrs.get(sc.OI_METADATA)
-    if not isinstance(value, str) or not value.startswith("{") or len(value) > 65536:
-        return None, None
-    try:
-        parsed = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return None, None
-    if not isinstance(parsed, dict):
-        return None, None
-    thread = parsed.get("thread_id")
-    run = parsed.get("run_id")
-    return (
-        thread if isinstance(thread, str) and thread else None,
-        run if isinstance(run, str) and run else None,
-    )
-
-
-def _requests_in(view: SpanView) -> Iterator[tuple[str, str]]:
-    """(tool name, call id) pairs a model span asked for, in each convention's shape."""
-    attrs = view.attributes
-    for key in (sc.AI_RESPONSE_TOOL_CALLS, sc.OI_OUTPUT_VALUE, "gen_ai.output.messages"):
-        value = attrs.get(key)
-        if isinstance(value, str) and value.lstrip().startswith("[") and len(value) <= 262144:
-            try:
-                parsed = orjson.loads(value)
-            except orjson.JSONDecodeError:
-                continue
-            yield from _requests_of(parsed, 0)
-    flat: dict[str, dict[str, str]] = defaultdict(dict)
-    for key, value in attrs.items():
-        if not isinstance(value, str):
-            continue
-        for prefix in (sc.OI_LLM_OUTPUT_PREFIX, "gen_ai.completion."):
-            if key.startswith(prefix) and ".tool_calls." in key:
-                head, _, leaf = key.rpartition(".")
-                if leaf == "name" and head.endswith(".function"):
-                    head = head.removesuffix(".function")
-                    leaf = "fname"
-                flat[head.removesuffix(".tool_call")][leaf] = value
-    for item in flat.values():
-        name = item.get("fname") or item.get("name")
-        call = item.get("id")
-        if name and call:
-            yield name, call
-
-
-def _requests_of(obj: Any, depth: int) -> Iterator[tuple[str, str]]:
-    if depth > 4:
-        return
-    if isinstance(obj, list):
-        for item in obj[:256]:
-            yield from _requests_of(item, depth + 1)
-        return
-    if not isinstance(obj, dict):
-        return
-    name = obj.get("toolName") or obj.get("name")
-    call = obj.get("toolCallId") or obj.get("call_id") or obj.get("id")
-    kind = obj.get("type")
-    if (
-        isinstance(name, str)
-        and isinstance(call, str)
-        and kind in ("tool-call", "function_call", "tool_call", "function", None)
-        and ("toolCallId" in obj or "call_id" in obj or kind in ("tool_call", "function"))
-    ):
-        yield name, call
-        return
-    for key in ("parts", "tool_calls", "content"):
-        inner = obj.get(key)
-        if isinstance(inner, list):
-            yield from _requests_of(inner, depth + 1)
-
-
-def _request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> dict[int, Related]:
-    """Per tool span of one request (keyed by id() of its view): its related facts."""
-    by_span = {(v.trace_id, v.span_id): v for v in views}
-    children: dict[tuple[str, str], list[SpanView]] = defaultdict(list)
-    for view in views:
-        if view.parent_span_id:
-            children[(view.trace_id, view.parent_span_id)].append(view)
-    tools: list[tuple[SpanView, ToolSpan]] = []
-    requests: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
-    for view in views:
-        tool_span = classify(view, matchers)
-        if tool_span is not None:
-            tools.append((view, tool_span))
-        else:
-            requests[view.trace_id].extend(
-                (view.start_ns, name, call) for name, call in _requests_in(view)
-            )
-    # the id a model span requested, for a tool span that names none: same trace, same
-    # tool, the earliest request not yet taken that started before the tool span
-    requested: dict[int, str] = {}
-    taken: set[tuple[str, str]] = set()
-    for view, _ in tools:
-        if any(k in view.attributes for k in _OWN_CALL_ID_KEYS):
-            taken.add((view.trace_id, str(_first_text(view.attributes, *_OWN_CALL_ID_KEYS))))
-    for view, tool_span in sorted(tools, key=lambda t: t[0].start_ns):
-        if any(k in view.attributes for k in _OWN_CALL_ID_KEYS):
-            continue
-        for start, name, call in sorted(requests.get(view.trace_id, ())):
-            if (
-                name == tool_span.tool
-                and start <= view.start_ns
-                and (view.trace_id, call) not in taken
-            ):
-                taken.add((view.trace_id, call))
-                requested[id(view)] = call
-                break
-    out: dict[int, Related] = {}
-    for view, _ in tools:
-        inherited: dict[str, AttrValue] = {}
-        parent = view.parent_span_id
-        for _ in range(_MAX_ANCESTORS):
-            ancestor = by_span.get((view.trace_id, parent)) if parent else None
-            if ancestor is None:
-                break
-            for key in _INHERITED_KEYS:
-                if key not in inherited and key in ancestor.attributes:
-                    inherited[key] = ancestor.attributes[key]
-            parent = ancestor.parent_span_id
-        out[id(view)] = Related(
-            children=tuple(children.get((view.trace_id, view.span_id), ())),
-            inherited=inherited,
-            requested_call_id=requested.get(id(view)),
-        )
-    return out
-
-
 class Pipeline:
     """classify → normalise → scrub → sample, for one span at a time."""
 
@@ -537,7 +272,7 @@ class Pipeline:
         """What the spans of one export request say about each tool span among them, keyed
         by `id()` of its view.  Never raises: without a context each span stands alone."""
         try:
-            return _request_context(views, self.matchers)
+            return request_context(views, self.matchers)
         except Exception as exc:  # noqa: BLE001 - the context is a refinement, never a need
             log.warning("request context failed", extra={"error_class": type(exc).__name__})
             return {}
@@ -564,7 +299,7 @@ class Pipeline:
             tool_span = classify(view, self.matchers)
             if tool_span is None:
                 return self._non_tool(view) if self.forward else Processed()
-            return self._tool(view, tool_span, received_at or self.clock(), related or _NO_RELATED)
+            return self._tool(view, tool_span, received_at or self.clock(), related or NO_RELATED)
         except Exception as exc:  # noqa: BLE001 - fail closed: nothing may escape to the app
             self.failures += 1
             log.warning(
@@ -590,7 +325,7 @@ class Pipeline:
         resource = view.resource
         # The span's own ids first, then its ancestors' in the same request.
         ids: dict[str, AttrValue] = {**related.inherited, **view.attributes}
-        thread_id, run_id = _metadata_ids(view.attributes)
+        thread_id, run_id = metadata_ids(view.attributes)
         # One scan reads every id and label this record may keep and everything the span
         # loses: a kept value is checked on its own only when the scan finds a secret among
         # them (a per-value scan costs ~15 us each); what is lost is only counted.
@@ -610,16 +345,16 @@ class Pipeline:
         clean = not kept_found
         counts.add(lost_found)
         counts.add(self._masked_at_source(view))
-        service = self._label(_first_text(resource, sc.SERVICE_NAME), clean) or UNKNOWN_SERVICE
+        service = self._label(first_text(resource, sc.SERVICE_NAME), clean) or UNKNOWN_SERVICE
         tool = self._tool_name(tool_span.tool, clean)
         attrs = view.attributes
         fields: dict[str, Any] = {
             "ts": _ns_to_dt(view.start_ns),
             "received_at": received_at,
             "service": service,
-            "version": self._label(_first_text(resource, sc.SERVICE_VERSION), clean),
+            "version": self._label(first_text(resource, sc.SERVICE_VERSION), clean),
             "environment": self._label(
-                _first_text(resource, sc.DEPLOYMENT_ENVIRONMENT, sc.DEPLOYMENT_ENVIRONMENT_OLD),
+                first_text(resource, sc.DEPLOYMENT_ENVIRONMENT, sc.DEPLOYMENT_ENVIRONMENT_OLD),
                 clean,
             ),
             "tool": tool,
@@ -630,14 +365,14 @@ class Pipeline:
             "trace_id": view.trace_id,
             "span_id": view.span_id,
             "call_id": self._id(
-                _first_text(attrs, *_OWN_CALL_ID_KEYS)
+                first_text(attrs, *OWN_CALL_ID_KEYS)
                 or outcome.call_id
                 or related.requested_call_id
-                or _first_text(attrs, sc.JSONRPC_REQUEST_ID),
+                or first_text(attrs, sc.JSONRPC_REQUEST_ID),
                 clean,
             ),
             "session_id": self._id(
-                _first_text(
+                first_text(
                     ids,
                     sc.OI_SESSION_ID,
                     sc.TRACELOOP_SESSION_ID,
@@ -648,14 +383,14 @@ class Pipeline:
                 ),
                 clean,
             ),
-            "correlation_id": self._id(_first_text(ids, sc.ERRSCOPE_CORRELATION_ID), clean),
-            "conversation_id": self._id(_first_text(ids, sc.GEN_AI_CONVERSATION_ID), clean),
-            "thread_id": self._id(_first_text(ids, sc.TRACELOOP_THREAD_ID) or thread_id, clean),
+            "correlation_id": self._id(first_text(ids, sc.ERRSCOPE_CORRELATION_ID), clean),
+            "conversation_id": self._id(first_text(ids, sc.GEN_AI_CONVERSATION_ID), clean),
+            "thread_id": self._id(first_text(ids, sc.TRACELOOP_THREAD_ID) or thread_id, clean),
             "agent_run_id": self._id(
-                _first_text(ids, sc.GEN_AI_AGENT_CALL_ID, sc.TRACELOOP_RUN_ID) or run_id, clean
+                first_text(ids, sc.GEN_AI_AGENT_CALL_ID, sc.TRACELOOP_RUN_ID) or run_id, clean
             ),
-            "mcp_session_id": self._id(_first_text(ids, sc.MCP_SESSION_ID), clean),
-            "jsonrpc_request_id": self._id(_first_text(attrs, sc.JSONRPC_REQUEST_ID), clean),
+            "mcp_session_id": self._id(first_text(ids, sc.MCP_SESSION_ID), clean),
+            "jsonrpc_request_id": self._id(first_text(attrs, sc.JSONRPC_REQUEST_ID), clean),
             "duration_ms": max(view.end_ns - view.start_ns, 0) / 1e6,
             "attempt": outcome.attempt,
             "retry_after_s": outcome.retry_after_s,
@@ -764,10 +499,10 @@ class Pipeline:
         # The traceback's messages quote the call's arguments (a URL's path and query, a
         # parser's "For input string"): conversation content, never stored.
         masked_text, masked = mask_traceback_content(
-            redacted.text, _argument_values(view.attributes)
+            redacted.text, argument_values(view.attributes)
         )
         if masked:
-            counts.add({f"{_CONTENT_RULE}:traceback": masked})
+            counts.add({f"{CONTENT_RULE}:traceback": masked})
         if not self.sampler.keep(
             record.service, record.tool, redacted.fingerprint, view.start_ns / 1e9
         ):
@@ -808,7 +543,7 @@ class Pipeline:
                 if keep_content:
                     kept[key] = value  # scrubbed below with the rest
                 else:
-                    counts.add({f"{_CONTENT_RULE}:{family}": 1})
+                    counts.add({f"{CONTENT_RULE}:{family}": 1})
                 continue
             # errscope.field is set below from the record only: an incoming one may be a
             # value the record refused, or any text on a call that succeeded.
@@ -907,7 +642,7 @@ class Pipeline:
         )
         if not counts.by_rule:
             return Processed(forward=forward, content_dropped=dict(dropped.by_rule))
-        service = self._label(_first_text(view.resource, sc.SERVICE_NAME)) or UNKNOWN_SERVICE
+        service = self._label(first_text(view.resource, sc.SERVICE_NAME)) or UNKNOWN_SERVICE
         return Processed(
             forward=forward,
             content_dropped=dict(dropped.by_rule),
@@ -937,7 +672,7 @@ class Pipeline:
             if family is None:
                 attributes[key] = value
             else:
-                dropped.add({f"{_CONTENT_RULE}:{family}": 1})
+                dropped.add({f"{CONTENT_RULE}:{family}": 1})
                 lost.extend(t[:_EXPOSURE_SCAN_CHARS] for t in _strings(value))
         if lost:
             # Dropped, but a secret in it is still an exposure the redactions page shows.
@@ -945,25 +680,25 @@ class Pipeline:
         events: list[EventView] = []
         for event in view.events:
             if event.name == sc.EXCEPTION_EVENT:
-                words = [k for k in event.attributes if k in _EXCEPTION_WORDS]
+                words = [k for k in event.attributes if k in EXCEPTION_WORDS]
                 if words:
-                    dropped.add({f"{_CONTENT_RULE}:exception": len(words)})
+                    dropped.add({f"{CONTENT_RULE}:exception": len(words)})
                 events.append(
                     EventView(
                         event.name,
                         event.time_ns,
-                        {k: v for k, v in event.attributes.items() if k not in _EXCEPTION_WORDS},
+                        {k: v for k, v in event.attributes.items() if k not in EXCEPTION_WORDS},
                     )
                 )
             elif event.name.startswith(sc.CONTENT_EVENT_PREFIXES) or any(
                 content_family(k) for k in event.attributes
             ):
-                dropped.add({f"{_CONTENT_RULE}:events": 1})
+                dropped.add({f"{CONTENT_RULE}:events": 1})
             else:
                 events.append(event)
         message = view.status.message
         if message:
-            dropped.add({f"{_CONTENT_RULE}:status": 1})
+            dropped.add({f"{CONTENT_RULE}:status": 1})
         return attributes, tuple(events), ""
 
     # ---------------------------------------------------------------- scrubbing helpers

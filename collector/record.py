@@ -1,5 +1,9 @@
 """The records errscope keeps: one definition, used by the pipeline, the store and the tests.
 
+Over 600 lines on purpose: each record and the column rules that validate it in bulk must
+change together (a field's limit is stated once, for the row and for the Arrow column).
+
+
 `ToolCall` has exactly the `tool_calls` columns of the storage contract (DESIGN.md); the
 other records mirror `deploys`, `tracebacks` and `redactions`.  `validate()` is the single
 gate a record passes before it is stored: an over-long or non-identifier name is refused

@@ -14,7 +14,8 @@ import pytest
 
 from errscope.collector.catalog import default_catalog
 from errscope.collector.codes import Source, normalise
-from errscope.collector.pipeline import ContentPolicy, Pipeline, mask_traceback_content
+from errscope.collector.content import mask_traceback_content
+from errscope.collector.pipeline import ContentPolicy, Pipeline
 from errscope.collector.spanview import (
     STATUS_ERROR,
     STATUS_OK,

@@ -1,0 +1,198 @@
+"""What other spans of one export request say about each tool span in it.
+
+`request_context(views, matchers)` returns, per tool span, a `Related`: its child spans (an
+HTTP client child carries the status), the ids it inherits from its nearest ancestors (the
+agent span's conversation id), and the call id a model span requested for it when the tool
+span names none.  Pure: reads the views, bounded in depth and size, never raises on
+malformed JSON in an attribute.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final
+
+import orjson
+
+from errscope.collector import semconv as sc
+from errscope.collector.classify import Matcher, ToolSpan, classify
+from errscope.collector.spanview import AttrValue, SpanView
+
+__all__ = ["NO_RELATED", "Related", "request_context"]
+
+# Ids a tool span inherits from its nearest ancestor in the same request (the agent span
+# holds the conversation id; per the GenAI conventions the tool span need not repeat it).
+_INHERITED_KEYS: Final = (
+    sc.GEN_AI_CONVERSATION_ID,
+    sc.OI_SESSION_ID,
+    sc.TRACELOOP_SESSION_ID,
+    sc.TRACELOOP_THREAD_ID,
+    sc.TRACELOOP_RUN_ID,
+    sc.AI_SESSION_ID,
+    sc.AI_SESSION_ID_SNAKE,
+    sc.GEN_AI_AGENT_CALL_ID,
+    sc.MCP_SESSION_ID,
+    sc.ERRSCOPE_CORRELATION_ID,
+)
+OWN_CALL_ID_KEYS: Final = (
+    sc.GEN_AI_TOOL_CALL_ID,
+    sc.AI_TOOL_CALL_ID,
+    sc.OI_TOOL_CALL_ID,
+    sc.OI_TOOL_ID,
+)
+_MAX_ANCESTORS: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Related:
+    """What other spans of the same export request say about a tool span."""
+
+    children: tuple[SpanView, ...] = ()
+    inherited: Mapping[str, AttrValue] = field(default_factory=lambda: MappingProxyType({}))
+    requested_call_id: str | None = None
+
+
+NO_RELATED: Final = Related()
+
+
+def first_text(attrs: Mapping[str, AttrValue], *keys: str) -> str | None:
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)  # jsonrpc.request.id may be a number
+    return None
+
+
+def metadata_ids(attrs: Mapping[str, AttrValue]) -> tuple[str | None, str | None]:
+    """(thread id, run id) from OpenInference's `metadata` JSON (LangGraph puts them there)."""
+    value = attrs.get(sc.OI_METADATA)
+    if not isinstance(value, str) or not value.startswith("{") or len(value) > 65536:
+        return None, None
+    try:
+        parsed = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None, None
+    if not isinstance(parsed, dict):
+        return None, None
+    thread = parsed.get("thread_id")
+    run = parsed.get("run_id")
+    return (
+        thread if isinstance(thread, str) and thread else None,
+        run if isinstance(run, str) and run else None,
+    )
+
+
+def _requests_in(view: SpanView) -> Iterator[tuple[str, str]]:
+    """(tool name, call id) pairs a model span asked for, in each convention's shape."""
+    attrs = view.attributes
+    for key in (sc.AI_RESPONSE_TOOL_CALLS, sc.OI_OUTPUT_VALUE, "gen_ai.output.messages"):
+        value = attrs.get(key)
+        if isinstance(value, str) and value.lstrip().startswith("[") and len(value) <= 262144:
+            try:
+                parsed = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                continue
+            yield from _requests_of(parsed, 0)
+    flat: dict[str, dict[str, str]] = defaultdict(dict)
+    for key, value in attrs.items():
+        if not isinstance(value, str):
+            continue
+        for prefix in (sc.OI_LLM_OUTPUT_PREFIX, "gen_ai.completion."):
+            if key.startswith(prefix) and ".tool_calls." in key:
+                head, _, leaf = key.rpartition(".")
+                if leaf == "name" and head.endswith(".function"):
+                    head = head.removesuffix(".function")
+                    leaf = "fname"
+                flat[head.removesuffix(".tool_call")][leaf] = value
+    for item in flat.values():
+        name = item.get("fname") or item.get("name")
+        call = item.get("id")
+        if name and call:
+            yield name, call
+
+
+def _requests_of(obj: Any, depth: int) -> Iterator[tuple[str, str]]:
+    if depth > 4:
+        return
+    if isinstance(obj, list):
+        for item in obj[:256]:
+            yield from _requests_of(item, depth + 1)
+        return
+    if not isinstance(obj, dict):
+        return
+    name = obj.get("toolName") or obj.get("name")
+    call = obj.get("toolCallId") or obj.get("call_id") or obj.get("id")
+    kind = obj.get("type")
+    if (
+        isinstance(name, str)
+        and isinstance(call, str)
+        and kind in ("tool-call", "function_call", "tool_call", "function", None)
+        and ("toolCallId" in obj or "call_id" in obj or kind in ("tool_call", "function"))
+    ):
+        yield name, call
+        return
+    for key in ("parts", "tool_calls", "content"):
+        inner = obj.get(key)
+        if isinstance(inner, list):
+            yield from _requests_of(inner, depth + 1)
+
+
+def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> dict[int, Related]:
+    """Per tool span of one request (keyed by id() of its view): its related facts."""
+    by_span = {(v.trace_id, v.span_id): v for v in views}
+    children: dict[tuple[str, str], list[SpanView]] = defaultdict(list)
+    for view in views:
+        if view.parent_span_id:
+            children[(view.trace_id, view.parent_span_id)].append(view)
+    tools: list[tuple[SpanView, ToolSpan]] = []
+    requests: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+    for view in views:
+        tool_span = classify(view, matchers)
+        if tool_span is not None:
+            tools.append((view, tool_span))
+        else:
+            requests[view.trace_id].extend(
+                (view.start_ns, name, call) for name, call in _requests_in(view)
+            )
+    # the id a model span requested, for a tool span that names none: same trace, same
+    # tool, the earliest request not yet taken that started before the tool span
+    requested: dict[int, str] = {}
+    taken: set[tuple[str, str]] = set()
+    for view, _ in tools:
+        if any(k in view.attributes for k in OWN_CALL_ID_KEYS):
+            taken.add((view.trace_id, str(first_text(view.attributes, *OWN_CALL_ID_KEYS))))
+    for view, tool_span in sorted(tools, key=lambda t: t[0].start_ns):
+        if any(k in view.attributes for k in OWN_CALL_ID_KEYS):
+            continue
+        for start, name, call in sorted(requests.get(view.trace_id, ())):
+            if (
+                name == tool_span.tool
+                and start <= view.start_ns
+                and (view.trace_id, call) not in taken
+            ):
+                taken.add((view.trace_id, call))
+                requested[id(view)] = call
+                break
+    out: dict[int, Related] = {}
+    for view, _ in tools:
+        inherited: dict[str, AttrValue] = {}
+        parent = view.parent_span_id
+        for _ in range(_MAX_ANCESTORS):
+            ancestor = by_span.get((view.trace_id, parent)) if parent else None
+            if ancestor is None:
+                break
+            for key in _INHERITED_KEYS:
+                if key not in inherited and key in ancestor.attributes:
+                    inherited[key] = ancestor.attributes[key]
+            parent = ancestor.parent_span_id
+        out[id(view)] = Related(
+            children=tuple(children.get((view.trace_id, view.span_id), ())),
+            inherited=inherited,
+            requested_call_id=requested.get(id(view)),
+        )
+    return out
