@@ -429,7 +429,7 @@ def plan(  # noqa: PLR0915 - one schedule reads best top to bottom
     sizes = SIZES * (2 if quick else 3 * reps)
     for j, size in enumerate(sizes):
         s = int(rng.integers(0, len(services)))
-        broad = j % 2 == 0
+        broad = (j // len(SIZES)) % 2 == 0  # every size both broad and narrow
         busy = [t for t, tl in enumerate(services[s].tools) if tl.rate >= 2]
         tool = None if broad or not busy else int(rng.choice(busy))
         spikes.append(
