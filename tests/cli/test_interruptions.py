@@ -93,6 +93,7 @@ class Boundary:
 
 BOUNDARIES = {
     "catalog": Boundary(wrapped=True),
+    "config": Boundary(wrapped=True),
     "check": Boundary(wrapped=True),
     "deploy": Boundary(wrapped=True),
     "findings": Boundary(wrapped=True),
