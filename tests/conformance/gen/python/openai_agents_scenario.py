@@ -88,7 +88,9 @@ class Scripted(Model):
             return ModelResponse(output=[out], usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        # The SDK's Model interface requires it; the scenario runs the agent unstreamed, so
+        # a call here would be a change in the scenario, and should fail loudly.
+        raise NotImplementedError("the scripted model answers unstreamed runs only")
 
 
 def instrument(which: str, provider: Any) -> None:
