@@ -209,6 +209,12 @@ def check(
         now += step
         lag = (now - datetime.now(UTC)).total_seconds()
         if lag > 0:
+            # On stderr, so that --json's stdout stays one document.
+            click.echo(
+                f"waiting: {report.reason}; next look at {now:%H:%M:%S} UTC,"
+                f" until {deadline:%H:%M:%S} UTC",
+                err=True,
+            )
             time.sleep(lag)
     if as_json:
         click.echo(

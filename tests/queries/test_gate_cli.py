@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 import pytest
@@ -355,7 +355,6 @@ def test_a_replay_does_not_run_past_the_clock(
     import signal
     import subprocess
     import sys
-    import time
 
     from tests.queries import traffic
 
@@ -382,12 +381,27 @@ def test_a_replay_does_not_run_past_the_clock(
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(8)  # the replay of the first 5 minutes is quick; then it must wait
+    # The replay of the first 5 minutes is quick; then it must say it waits for the clock.
+    assert process.stderr is not None
+    first = _first_line(process.stderr, deadline_s=300)
     still_waiting = process.poll() is None
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=30)
+    stdout, stderr = process.communicate(timeout=60)
+    assert first.startswith("waiting: "), first + stdout + stderr
     assert still_waiting, stdout + stderr
     assert process.returncode == 130
+
+
+def _first_line(stream: IO[str], *, deadline_s: float) -> str:
+    """The first line `stream` gives within `deadline_s` (a thread reads it, so a process
+    that never writes fails the test at the deadline instead of hanging it)."""
+    import threading
+
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(deadline_s)
+    return got[0] if got else ""
 
 
 def test_check_json_names_the_environment_it_judged(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def post(
         headers={"Content-Type": content_type, **headers},
     )
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=RETRY_FOR_S) as response:
             response.read()
             return response.status, dict(response.headers)
     except urllib.error.HTTPError as exc:
@@ -184,7 +184,7 @@ def test_kill9_keeps_every_acknowledged_span_exactly_once(tmp_path: Path) -> Non
         for pump in pumps:
             pump.thread.start()
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + RETRY_FOR_S
             while min(p.acked_batches for p in pumps) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
             time.sleep(rng.uniform(0.0, 0.6))  # kill at a random point of a commit cycle
@@ -208,6 +208,11 @@ def test_kill9_keeps_every_acknowledged_span_exactly_once(tmp_path: Path) -> Non
 
 
 # ------------------------------------------------------------------ overload
+
+# How long a client keeps retrying one refused body.  Generous, since a busy machine may keep
+# the sidecar over its limit for long; the test's claims are about what is answered and kept,
+# not about how fast.
+RETRY_FOR_S = 300
 
 
 def test_overload_answers_retryable_and_loses_nothing_acknowledged(tmp_path: Path) -> None:
@@ -233,7 +238,7 @@ def test_overload_answers_retryable_and_loses_nothing_acknowledged(tmp_path: Pat
         def http_client(numbers: list[int]) -> None:
             for n in numbers:
                 body, ids = bodies[n]
-                deadline = time.monotonic() + 60
+                deadline = time.monotonic() + RETRY_FOR_S
                 while time.monotonic() < deadline:
                     status, headers = post(served, body)
                     if status == 200:
@@ -249,10 +254,10 @@ def test_overload_answers_retryable_and_loses_nothing_acknowledged(tmp_path: Pat
                 export = channel.unary_unary(EXPORT)  # raw bytes: the answer is seen as sent
                 for n in numbers:
                     body, ids = bodies[n]
-                    deadline = time.monotonic() + 60
+                    deadline = time.monotonic() + RETRY_FOR_S
                     while time.monotonic() < deadline:
                         try:
-                            export(body, timeout=30)
+                            export(body, timeout=RETRY_FOR_S)
                         except grpc.RpcError as exc:
                             with lock:
                                 refusals.append(("grpc", (exc.code(), retry_delay_s(exc))))  # type: ignore[attr-defined]
@@ -277,14 +282,14 @@ def test_overload_answers_retryable_and_loses_nothing_acknowledged(tmp_path: Pat
         clients.append(
             threading.Thread(
                 target=lambda: exporter_ok.append(
-                    send(http_exporter(served, timeout=30), exporter_spans)
+                    send(http_exporter(served, timeout=RETRY_FOR_S), exporter_spans)
                 )
             )
         )
         for client in clients:
             client.start()
         for client in clients:
-            client.join(120)
+            client.join(3 * RETRY_FOR_S)
         sampling.set()
         sampler.join()
         assert healthy(served)
@@ -433,7 +438,7 @@ def test_grpc_fuzz_answers_a_status_and_never_crashes(fuzzed: Served, body: byte
         export = channel.unary_unary(EXPORT)
         code = grpc.StatusCode.OK
         try:
-            export(body, timeout=30)
+            export(body, timeout=RETRY_FOR_S)
         except grpc.RpcError as exc:
             code = exc.code()  # type: ignore[attr-defined]
     assert code in (grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT)
