@@ -122,14 +122,18 @@ def best_seconds(fn: Callable[[str], object], values: list[str], runs: int) -> f
     return best
 
 
-# Adversarial inputs: the same shapes as tests/scrub/test_scrub_tracebacks_linear.py.
+# Adversarial inputs: the shapes of tests/scrub/test_scrub_tracebacks_linear.py.
 MIB = 1 << 20
-_FRAME_MIX = ['  File "a.py", line 1, in f\n', "    at a (b.js:1:2)\n", "\tat a.b(C.java:1)\n"]
+_FRAME_MIX = (
+    '  File "/srv/a.py", line 1, in f\n',
+    "    at f (/srv/b.js:1:2)\n",
+    "\tat a.B.f(B.java:1)\n",
+)
 
 
 def frame_lines(n: int) -> str:
     body = "".join(_FRAME_MIX[i % 3] for i in range(n))
-    return "Traceback (most recent call last):\n" + body + "KeyError: 'x'\n"
+    return "Traceback (most recent call last):\n" + body + "KeyError: 'J-1'\n"
 
 
 def _repeat(unit: str, n_bytes: int) -> str:
@@ -139,20 +143,25 @@ def _repeat(unit: str, n_bytes: int) -> str:
 ADVERSARIAL: list[tuple[str, Callable[[int], str], int]] = [
     ("frame-like lines", frame_lines, 1_000_000),
     (
-        "one line, frame-like",
-        lambda n: _repeat('\tat a.b(C.java:1) File "a", line 1 ', n),
+        "one frame line",
+        lambda n: "java.lang.IllegalStateException: J-1\n" + _repeat("\tat a.B.f(B.java:1) ", n),
         10 * MIB,
     ),
     (
-        "one line, JSON-escaped",
-        lambda n: '{"error": "java.lang.X: boom' + _repeat("\\n\\tat a.b(C.java:1)", n) + '"}',
+        "one JSON-escaped trace",
+        lambda n: (
+            '{"error": "java.lang.IllegalStateException: J-1'
+            + _repeat("\\n\\tat a.B.f(B.java:1)", n)
+            + '"}'
+        ),
         10 * MIB,
     ),
     (
         "one message line",
         lambda n: (
-            'Traceback (most recent call last):\n  File "a", line 1, in f\nKeyError: '
-            + _repeat("job J-1 token=x1y2z3w4 ", n)
+            'Traceback (most recent call last):\n  File "/srv/a.py", line 1, in f\nKeyError: '
+            + "token=x1y2z3w4 "
+            + _repeat("job J-1 in /home/bob/app/x.py, sess ", n)
         ),
         10 * MIB,
     ),
