@@ -49,6 +49,7 @@ test: setup services lint
 bench: setup services
 	$(PY) bench/store_append.py
 	$(PY) bench/scrub.py
+	$(PY) bench/tracebacks.py
 	$(PY) bench/overhead.py
 	$(PY) bench/ingest.py
 	$(PY) bench/detection.py

@@ -1031,20 +1031,47 @@ def _rid(seed: str) -> str:
     return "req_" + f"{zlib.crc32(seed.encode()):08x}"[:6]
 
 
-def truth_for(text: str, base: dict[str, object]) -> dict[str, object]:
-    """Restrict a trace's truth to what `text` (a variant's value, decoded) still contains."""
+# Frame lines that show code rather than a location: Python's source and locals lines (a frame's
+# location line starts `File "`), Node's source excerpt and error properties (its frames start
+# `at `). A function name or an id written there is code or data, not a frame the trace names.
+_PY_LOCATION = re.compile(r'^  File "')
+_NODE_LOCATION = re.compile(r"^\s+(at |\.\.\. \d+ lines matching cause stack trace)")
+SOURCE_LINE: dict[str, Callable[[str], bool]] = {
+    "python": lambda ln: not _PY_LOCATION.match(PY_GROUP_PREFIX.sub("", ln, count=1)),
+    "node": lambda ln: not _NODE_LOCATION.match(ln),
+}
 
-    def present(items: object) -> list[str]:
-        return [s for s in items if s in text]  # type: ignore[attr-defined]
+
+def truth_for(
+    text: str, base: dict[str, object], runtime: str, extra_frames: tuple[str, ...] = ()
+) -> dict[str, object]:
+    """Restrict a trace's truth to what `text` (a variant's value, decoded) still contains.
+
+    Ids, kept text and types count only where they stand outside the frame lines: a value cut
+    before the exception line may still hold an id or a type inside a source line
+    (`load_order("ORD-40917")`, `raise ConnectionError(...`), which the kept value must drop
+    with its frame. App function names count where a frame line locates them (not in a
+    source or locals line), or outside the frames.
+    """
+    frame_lines = [ln for ln in base["frame_lines"] if ln in text]  # type: ignore[attr-defined]
+    frame_lines += [ln for ln in extra_frames if ln not in frame_lines]
+    frames = set(frame_lines)
+    lines = text.split("\n")
+    outside = "\n".join(ln for ln in lines if ln not in frames)
+    is_source = SOURCE_LINE.get(runtime, lambda _: False)
+    located = "\n".join(ln for ln in lines if ln not in frames or not is_source(ln))
+
+    def present(items: object, where: str) -> list[str]:
+        return [s for s in items if s in where]  # type: ignore[attr-defined]
 
     return {
-        "frame_lines": [ln for ln in base["frame_lines"] if ln in text],  # type: ignore[attr-defined]
-        "keep": present(base["keep"]),
-        "ids": present(base["ids"]),
-        "secrets": present(base["secrets"]),
+        "frame_lines": frame_lines,
+        "keep": present(base["keep"], outside),
+        "ids": present(base["ids"], outside),
+        "secrets": present(base["secrets"], text),
         "home": base["home"],
-        "types": [t for t in base["types"] if t in text],  # type: ignore[attr-defined]
-        "app_functions": present(base["app_functions"]),
+        "types": present(base["types"], outside),
+        "app_functions": present(base["app_functions"], located),
     }
 
 
@@ -1122,7 +1149,7 @@ def variants(
         extra_keep: tuple[str, ...] | list[str] = (),
         truth: dict[str, object] | None = None,
     ) -> None:
-        t = dict(truth if truth is not None else truth_for(decoded, base))
+        t = dict(truth if truth is not None else truth_for(decoded, base, runtime))
         t["keep"] = [*t["keep"], *extra_keep]  # type: ignore[misc]
         t["ids"] = [*t["ids"], *[k for k in extra_keep if re.match(r"^(req_|E\d|ORD-|job-)", k)]]  # type: ignore[misc]
         out.append(
@@ -1163,19 +1190,21 @@ def variants(
     pos = cut_point(trace, base["frame_lines"], base["secrets"])  # type: ignore[arg-type]
     lead = filler(ATTRIBUTE_LIMIT - pos, rid) if ATTRIBUTE_LIMIT - pos >= 60 else ""
     head = (lead + trace)[:ATTRIBUTE_LIMIT]
-    cut_truth = truth_for(head, base)
     # The line the limit cut through is still a frame line if it was one (its start is kept).
     tail_line = head.rsplit("\n", 1)[-1]
-    if tail_line and any(
-        ln.startswith(tail_line) and ln != tail_line for ln in base["frame_lines"]
-    ):  # type: ignore[attr-defined]
-        cut_truth["frame_lines"] = [*cut_truth["frame_lines"], tail_line]  # type: ignore[misc]
+    cut_frame = tail_line and any(
+        ln.startswith(tail_line) and ln != tail_line
+        for ln in base["frame_lines"]  # type: ignore[attr-defined]
+    )
+    cut_truth = truth_for(head, base, runtime, (tail_line,) if cut_frame else ())
     first_log = lead.split("\n", 1)[0]
     add(f"cut-{ATTRIBUTE_LIMIT}", head, head, [first_log] if first_log else [], truth=cut_truth)
     other_case, other_trace, other_base = other
     sep = f"\n{LOG_TS} ERROR checkout request_id={rid} retry 2 of 3 failed, next: {other_case}\n"
     joined = trace + sep + other_trace
-    multi_truth = merge(truth_for(trace, base), truth_for(other_trace, other_base))
+    multi_truth = merge(
+        truth_for(trace, base, runtime), truth_for(other_trace, other_base, runtime)
+    )
     add("multi", joined, joined, [sep.strip()], truth=multi_truth)
     return out
 
