@@ -18,6 +18,7 @@ URL).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import urllib.error
 import urllib.parse
@@ -144,13 +145,24 @@ class Sink:
                 hint="or ERRSCOPE_PAGERDUTY_ROUTING_KEY",
             )
         self.format = fmt
+        original = url
+        self._headers = {"Content-Type": "application/json", "User-Agent": "errscope-watch"}
+        if parts.username is not None:
+            # urllib would take `user:pw@` for part of the host: send it as Basic auth.
+            userinfo = f"{urllib.parse.unquote(parts.username)}:"
+            userinfo += urllib.parse.unquote(parts.password or "")
+            self._headers["Authorization"] = "Basic " + base64.b64encode(
+                userinfo.encode()
+            ).decode("ascii")
+            netloc = parts.netloc.rpartition("@")[2]
+            url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
         self._url = url
         self._routing_key = routing_key
         self.timeout_s = timeout_s
         port = f":{parts.port}" if parts.port else ""
         self.shown = f"{parts.scheme}://{parts.hostname}{port}"
         self.name = f"{fmt}#{index}"
-        self.ident = f"{fmt}:" + hashlib.sha256(url.encode()).hexdigest()[:_IDENT_HEX]
+        self.ident = f"{fmt}:" + hashlib.sha256(original.encode()).hexdigest()[:_IDENT_HEX]
 
     def __repr__(self) -> str:
         return f"Sink({self.name}, {self.shown})"
@@ -183,7 +195,7 @@ class Sink:
             self._url,
             data=data,
             method="POST",
-            headers={"Content-Type": "application/json", "User-Agent": "errscope-watch"},
+            headers=self._headers,
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310

@@ -179,10 +179,10 @@ class WatchState:
         """Fold one successful run's findings (their JSON) into the episodes, in one
         transaction, and owe each sink (by ident) a trigger or resolve for what changed.
 
-        A finding seen again after its episode went unseen for longer than
-        `resolve_after_s` (the watch was stopped meanwhile) closes that episode and opens
-        a new one.  Every open episode is owed a trigger to every sink given (a sink added
-        since the last start hears of what is already open).
+        Only a run that looked can clear an episode: a finding seen again after the watch
+        was stopped for a while continues its episode (no second alert after a restart).
+        Every open episode is owed a trigger to every sink given (a sink added since the
+        last start hears of what is already open).
         """
         now = _utc(now)
         grace = timedelta(seconds=resolve_after_s)
@@ -196,13 +196,9 @@ class WatchState:
         try:
             current = {e.key: e for e in self.open_episodes()}
             for key, episode in current.items():
-                seen = key in latest
-                if (seen and now - episode.last_seen_at > grace) or (
-                    not seen and now - episode.last_seen_at >= grace
-                ):
-                    at = episode.last_seen_at if seen else now
-                    self._resolve(episode, at)
-                    resolved.append(_with(episode, resolved_at=at))
+                if key not in latest and now - episode.last_seen_at >= grace:
+                    self._resolve(episode, now)
+                    resolved.append(_with(episode, resolved_at=now))
             still_open = set(current) - {r.key for r in resolved}
             (next_id,) = con.execute(
                 "SELECT coalesce(max(episode_id), 0) + 1 FROM watch_episodes"
