@@ -143,22 +143,26 @@ class Watcher:
         return last is None or now - last >= gap
 
     def deliver(self, now: datetime | None = None, budget_s: float | None = None) -> int:
-        """Post what is due, within each sink's rate; the number of posts tried.
+        """Post what is due, at most one message per sink within its rate; the posts tried.
 
         Stops after `budget_s` of wall time (default half the interval), so a webhook that
-        answers slowly delays the next detection run by at most that.
+        answers slowly delays the next detection run by at most that.  What a sink owes
+        and may not post yet stays pending (`serve` wakes when it may).
         """
         now = now or self.clock()
         budget = self.config.interval_s / 2 if budget_s is None else budget_s
         deadline = time.monotonic() + budget
         tried = 0
-        for item in self.state.due(now):
-            sink = self.sinks.get(item.sink)
-            if sink is None or not self._allowed(item.sink, now):
-                continue  # a sink no longer configured, or over its rate: left pending
+        for ident, sink in self.sinks.items():
             if time.monotonic() > deadline:
                 break
-            self._last_post[item.sink] = now
+            if not self._allowed(ident, now):
+                continue
+            items = self.state.due(now, ident)
+            if not items:
+                continue
+            item = items[0]
+            self._last_post[ident] = now
             delivery = sink.post(item.message)
             tried += 1
             attempts = item.attempts + 1
@@ -188,13 +192,15 @@ class Watcher:
         return tried
 
     def _next_wake(self, now: datetime, next_run: datetime) -> datetime:
-        due = self.state.next_due()
-        if due is None:
-            return next_run
-        if self._last_post:
-            gap = timedelta(seconds=60.0 / self.config.rate_per_min)
-            due = max(due, min(self._last_post.values()) + gap)
-        return min(next_run, max(due, now))
+        """The next run, or sooner the first time a configured sink may post what it owes."""
+        gap = timedelta(seconds=60.0 / self.config.rate_per_min)
+        wake = next_run
+        for ident, due in self.state.next_due().items():
+            if ident not in self.sinks:
+                continue  # owed to a webhook no longer configured: kept, not waited for
+            last = self._last_post.get(ident)
+            wake = min(wake, due if last is None else max(due, last + gap))
+        return max(wake, now)
 
     def serve(self, stop: threading.Event) -> None:
         """Detect every `interval_s` (the first run at once) and deliver, until `stop`."""

@@ -151,9 +151,9 @@ class Sink:
             # urllib would take `user:pw@` for part of the host: send it as Basic auth.
             userinfo = f"{urllib.parse.unquote(parts.username)}:"
             userinfo += urllib.parse.unquote(parts.password or "")
-            self._headers["Authorization"] = "Basic " + base64.b64encode(
-                userinfo.encode()
-            ).decode("ascii")
+            self._headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode()).decode(
+                "ascii"
+            )
             netloc = parts.netloc.rpartition("@")[2]
             url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
         self._url = url

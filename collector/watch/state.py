@@ -251,14 +251,15 @@ class WatchState:
             [at, episode.episode_id],
         )
 
-    def due(self, now: datetime, limit: int = 100) -> list[OutboxItem]:
-        """Pending deliveries whose next attempt is due, oldest first."""
+    def due(self, now: datetime, sink: str, limit: int = 1) -> list[OutboxItem]:
+        """A sink's pending deliveries whose next attempt is due, oldest first (a trigger
+        before its episode's resolve)."""
         rows = self._con.execute(
             "SELECT o.episode_id, o.sink, o.event, o.attempts, e.key, e.opened_at, "
             "e.resolved_at, e.finding FROM watch_outbox o JOIN watch_episodes e USING (episode_id) "
-            "WHERE o.status = 'pending' AND o.next_attempt_at <= ? "
+            "WHERE o.status = 'pending' AND o.sink = ? AND o.next_attempt_at <= ? "
             "ORDER BY o.next_attempt_at, o.episode_id, o.event DESC LIMIT ?",
-            [_utc(now), limit],
+            [sink, _utc(now), limit],
         ).fetchall()
         return [
             OutboxItem(
@@ -278,12 +279,13 @@ class WatchState:
             for r in rows
         ]
 
-    def next_due(self) -> datetime | None:
-        """When the earliest pending delivery is next due, if any is pending."""
-        row = self._con.execute(
-            "SELECT min(next_attempt_at) FROM watch_outbox WHERE status = 'pending'"
-        ).fetchone()
-        return None if row is None or row[0] is None else _utc(row[0])
+    def next_due(self) -> dict[str, datetime]:
+        """For each sink (ident) with a pending delivery, when its earliest is next due."""
+        rows = self._con.execute(
+            "SELECT sink, min(next_attempt_at) FROM watch_outbox WHERE status = 'pending' "
+            "GROUP BY sink"
+        ).fetchall()
+        return {str(sink): _utc(at) for sink, at in rows}
 
     def record(
         self,
