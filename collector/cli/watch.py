@@ -117,8 +117,9 @@ def watch(
 ) -> None:
     """Watch for findings: Prometheus metrics on /metrics, each episode once to webhooks.
 
-    Exit status: 0 when stopped by SIGTERM or Ctrl-C; 2 for a bad flag, an unreadable
-    source at start, or a state file another watch holds.
+    Exit status: 0 when stopped by SIGTERM or Ctrl-C; 2 for a bad flag or a state file
+    another watch holds.  A source it cannot read (the sidecar not up yet) is logged and
+    retried at each run, and clears no finding.
     """
     from errscope.collector.sidecar.process import configure_logging  # noqa: PLC0415 - one log format
     from errscope.collector.watch.http import MetricsServer  # noqa: PLC0415 - the watch on demand
