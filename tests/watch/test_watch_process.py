@@ -1,6 +1,7 @@
 """`errscope watch` as a process beside a real `errscope serve`: it reads through the
 query API, exports the open finding on /metrics, posts it once to a loopback webhook, and
-after a restart posts nothing again; its stderr never shows the webhook URL's secrets."""
+after a restart posts nothing again; its stderr never shows the webhook URL's secrets, and
+scipy loads in the watch, never in the sidecar."""
 
 from __future__ import annotations
 
@@ -160,6 +161,11 @@ def test_watch_beside_a_sidecar_posts_each_episode_once_across_a_restart(tmp_pat
         assert len(set(keys)) == len(keys)
         with watching(served, rx, state, log) as second:
             again = second.wait_runs(2)
+            # Detection ran against this sidecar all along; its statistics never loaded
+            # into it (numpy's own libscipy_openblas is not scipy).
+            maps = Path(f"/proc/{served.process.pid}/maps").read_text()
+            assert "site-packages/scipy/" not in maps
+            assert "site-packages/scipy/" in Path(f"/proc/{second.process.pid}/maps").read_text()
         assert len(rx.posts) == len(posts)  # nothing posted again after the restart
         assert [s for s, v in again["errscope_finding_open"] if v == 1] == open_series
     stderr = log.read_text()
