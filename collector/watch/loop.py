@@ -191,7 +191,7 @@ class Watcher:
             self._pending = pending
         return tried
 
-    def _next_wake(self, now: datetime, next_run: datetime) -> datetime:
+    def next_wake(self, now: datetime, next_run: datetime) -> datetime:
         """The next run, or sooner the first time a configured sink may post what it owes."""
         gap = timedelta(seconds=60.0 / self.config.rate_per_min)
         wake = next_run
@@ -212,7 +212,7 @@ class Watcher:
                 self.run_once(now)
                 next_run = max(next_run + interval, now)
             self.deliver(self.clock())
-            wake = self._next_wake(self.clock(), next_run)
+            wake = self.next_wake(self.clock(), next_run)
             stop.wait(max((wake - self.clock()).total_seconds(), 0.01))
 
     def exposition(self) -> str:

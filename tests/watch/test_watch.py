@@ -392,3 +392,30 @@ def test_time_is_utc_in_the_bodies(store: DuckDBStore, tmp_path: Path) -> None:
     opened = rx.posts[0].body["episode"]["opened_at"]  # type: ignore[index]
     assert opened.endswith("Z")
     assert datetime.fromisoformat(opened.replace("Z", "+00:00")) == SEEN
+
+
+@pytest.mark.parametrize(
+    ("configured", "wakes_early"),
+    [
+        pytest.param(True, True, id="configured-webhook-wakes-the-loop"),
+        # Its posts stay owed (they go out if it is configured again) but are not spun on.
+        pytest.param(False, False, id="removed-webhook-does-not"),
+    ],
+)
+def test_the_loop_wakes_only_for_webhooks_it_can_post_to(
+    store: DuckDBStore, tmp_path: Path, configured: bool, wakes_early: bool
+) -> None:
+    """A delivery owed to a configured webhook wakes the loop before the next run; one
+    owed to a webhook no longer configured leaves the wait at the next run."""
+    path = tmp_path / "w.duckdb"
+    with receiver([(500, {})]) as rx:
+        sink = parse_sink(f"json={rx.url('/hook')}", index=0)
+        with WatchState(path) as state:
+            first = _watcher(store, state, [sink])
+            first.run_once(SEEN)
+            first.deliver(SEEN)  # 500: a retry is owed
+        with WatchState(path) as state:
+            again = _watcher(store, state, [sink] if configured else [])
+            next_run = SEEN + timedelta(minutes=1)
+            wake = again.next_wake(SEEN, next_run)
+    assert (wake < next_run) is wakes_early
