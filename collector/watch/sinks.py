@@ -229,7 +229,8 @@ def _details(finding: dict[str, object]) -> str:
 
 def _slack(message: Message) -> dict[str, object]:
     f = message.finding
-    ids = ", ".join(str(i) for i in f.get("correlation_ids", []) or [])  # type: ignore[attr-defined]
+    raw_ids = f.get("correlation_ids")
+    ids = ", ".join(str(i) for i in raw_ids) if isinstance(raw_ids, list) else ""
     lines = [f"*{message.title}*", str(f.get("summary") or ""), _details(f)]
     if message.event is Event.RESOLVE:
         lines.append(f"cleared at {_time(message.resolved_at)}")
