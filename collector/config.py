@@ -5,7 +5,8 @@ nowhere else.  A setting is resolved in this order, each over the one before it:
 
     the default below  <  errscope.toml  <  an ERRSCOPE_* variable  <  a flag
 
-The file is optional: `--config FILE` on `serve`, `dashboard`, `check` and `findings`, or
+The file is optional: `--config FILE` on `serve`, `dashboard`, `check`, `findings` and
+`watch`, or
 the ERRSCOPE_CONFIG variable.  It holds one table per command, whose keys are that
 command's flags without the dashes and with `_` for `-` (`[serve] otlp_grpc = "..."`, a
 repeatable flag as a list), plus what flags cannot say well: `[[matchers]]`, user rules for
@@ -49,6 +50,8 @@ __all__ = [
     "OTLP_HTTP_URL",
     "STORE_FILE_NAME",
     "STORE_PATH",
+    "WATCH_METRICS_ADDRESS",
+    "WATCH_STATE_PATH",
     "ConfigFile",
     "Matcher",
     "load_file",
@@ -64,11 +67,13 @@ API_URL: Final = f"http://{API_ADDRESS}"
 DASHBOARD_PORT: Final = 8501
 STORE_FILE_NAME: Final = "errscope.duckdb"
 STORE_PATH: Final = f"data/{STORE_FILE_NAME}"
+WATCH_METRICS_ADDRESS: Final = "127.0.0.1:4321"  # `errscope watch`'s /metrics, beside the API
+WATCH_STATE_PATH: Final = "data/errscope-watch.duckdb"  # the watch's own file, not the store
 
 # --- the file
 CONFIG_ENV: Final = "ERRSCOPE_CONFIG"
 # The commands that read the file: one table each.
-CONFIG_COMMANDS: Final = ("serve", "dashboard", "check", "findings")
+CONFIG_COMMANDS: Final = ("serve", "dashboard", "check", "findings", "watch")
 _MATCHER_KEYS: Final = frozenset({"name_glob", "equals", "tool_attribute"})
 
 

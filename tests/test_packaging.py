@@ -65,6 +65,7 @@ def test_the_wheel_installs_one_import_root(wheel: Path) -> None:
     assert "errscope/collector/catalog.toml" in names
     assert any(n.startswith("errscope/dashboards/app_pages/") for n in names)
     assert any(n.endswith(".sql") and "/migrations/" in n for n in names)
+    assert "errscope/collector/watch/state.sql" in names  # `errscope watch` reads it at start
 
 
 def test_installs_beside_the_pypi_packages_named_queries_and_collector(

@@ -36,6 +36,7 @@ COMMANDS: Final[dict[str, str]] = {
     "run": "errscope.collector.cli.run:run",
     "scrub": "errscope.collector.cli.scrub:scrub",
     "serve": "errscope.collector.cli.serve:serve",
+    "watch": "errscope.collector.cli.watch:watch",
 }
 """Command name → `module:attribute` of its click command."""
 

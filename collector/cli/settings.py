@@ -8,7 +8,7 @@ Each value in the file is checked as the flag would check its text, so a bad val
 `error[bad_value] serve.otlp_grpc: ...` line naming the table and key, never the flag it
 stands for.  The file's `[[matchers]]` reach the command through `file_matchers(ctx)`.
 
-`errscope config --show` prints every setting of the four commands that read the file,
+`errscope config --show` prints every setting of the commands that read the file,
 with its value and where it came from; a token is shown as ****, and a password inside a
 URL or connection string is masked.
 """
@@ -31,8 +31,9 @@ __all__ = ["config", "config_option", "file_matchers", "setting_keys"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _META_KEY: Final = "errscope.config"
-# Settings whose value is a credential: shown as **** by `config --show`.
-_SECRET_SETTINGS: Final = frozenset({"token"})
+# Settings whose value is a credential: shown as **** by `config --show`.  A webhook URL
+# is one (Slack's carries its token in the path).
+_SECRET_SETTINGS: Final = frozenset({"token", "webhook", "pagerduty_routing_key"})
 
 
 def _command(name: str) -> click.Command:
@@ -177,7 +178,7 @@ def _show(file: ConfigFile | None) -> None:
 @click.option(
     "--show",
     is_flag=True,
-    help="Print the effective settings of serve, dashboard, check and findings, with sources.",
+    help="Print the effective settings of every command that reads the file, with sources.",
 )
 @click.option(
     "--config",

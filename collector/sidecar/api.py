@@ -1,7 +1,7 @@
 """The sidecar's API (:4320): health, metrics, named queries, deploy marks.
 
     GET  /healthz            no token needed; 503 while the writer is unhealthy
-    GET  /metrics            Prometheus text (`Metrics.render`)
+    GET  /metrics            Prometheus text; OpenMetrics with exemplars if asked (`Metrics.render`)
     GET  /v1/queries         the named queries and their parameters
     GET  /v1/query/{name}    a named query: JSON or an Arrow IPC stream (`negotiate`)
     POST /v1/deploys         mark a deploy: JSON {service, version, environment?, ts?}
@@ -42,6 +42,7 @@ from errscope.collector.receive.http_server import MEDIA_JSON, FramingError, Htt
 from errscope.collector.record import Deploy
 from errscope.collector.scrub import Scrubber, default_scrubber
 from errscope.collector.sidecar.admission import RETRY_AFTER_S
+from errscope.collector.sidecar.metrics import OPENMETRICS, PROMETHEUS_TEXT
 from errscope.collector.units import parse_time
 from errscope.queries.runner import json_value, run_query
 from errscope.queries.source import ARROW_STREAM
@@ -54,6 +55,8 @@ __all__ = ["ApiHandler", "negotiate", "refuse_secret_labels"]
 log = logging.getLogger("errscope.serve")  # the sidecar's one logger name, in every module
 
 _MAX_DEPLOY_BYTES: Final = 64 * 1024
+# What /metrics offers, the plain text first: a scraper that names neither gets text.
+_METRICS_MEDIA: Final = ("text/plain", "application/openmetrics-text")
 
 
 class ApiHandler(HttpHandler):
@@ -87,9 +90,17 @@ class ApiHandler(HttpHandler):
         if not self._authorised():
             return
         if parts.path == "/metrics":
+            # OpenMetrics (with exemplars) only when asked for; plain text otherwise.
+            media = negotiate(self.headers.get_all("Accept") or [], _METRICS_MEDIA)
+            openmetrics = media is not None and media.startswith("application/openmetrics-text")
             with sidecar.metrics.lock:
-                text = sidecar.metrics.render(sidecar.gauges())
-            self._send(HTTPStatus.OK, text.encode(), "text/plain; version=0.0.4")
+                text = sidecar.metrics.render(sidecar.gauges(), openmetrics=openmetrics)
+            self._send(
+                HTTPStatus.OK,
+                text.encode(),
+                OPENMETRICS if openmetrics else PROMETHEUS_TEXT,
+                {"Vary": "Accept"},
+            )
             return
         if parts.path == "/v1/queries":
             from errscope.queries.runner import default_queries  # noqa: PLC0415

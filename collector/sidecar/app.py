@@ -175,7 +175,14 @@ class Sidecar:
             for (_, _, _, rule), n in batch.redactions.items():
                 self.metrics.redactions[rule] += n
             for call in batch.calls:
-                self.metrics.count_tool_call(call.service, call.tool, call.code)
+                self.metrics.count_tool_call(
+                    call.service,
+                    call.tool,
+                    call.code,
+                    trace_id=call.trace_id,
+                    span_id=call.span_id,
+                    at_s=call.received_at.timestamp(),
+                )
         if self.forwarder is not None and forward:
             self.forwarder.put(forward)
 

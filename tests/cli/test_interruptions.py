@@ -102,6 +102,7 @@ BOUNDARIES = {
     "prune": Boundary(wrapped=True),
     "query": Boundary(wrapped=True),
     "serve": Boundary(wrapped=True),
+    "watch": Boundary(wrapped=True),
     "dashboard": Boundary(wrapped=False, why_not="forwards the signals to Streamlit"),
     "demo": Boundary(wrapped=False, why_not="stops live traffic on a signal and exits 0"),
     "run": Boundary(wrapped=False, why_not="stops its children on a signal and exits 0"),
