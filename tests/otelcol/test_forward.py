@@ -111,14 +111,24 @@ def test_forwarded_spans_reach_the_collector_scrubbed_with_their_ids(
             assert served.terminate() == 0
         assert otelcol.stop() == 0
     assert received == sent
+    # The tool spans arrive with their call ids and errscope's code beside them.
     by_id = {s["ID"]: s for s in debug_spans(output)}
-    ok_span = next(
-        by_id[f"{s.context.span_id:016x}"]
+    tool_spans = {
+        (s.attributes or {}).get("gen_ai.tool.call.id"): by_id[f"{s.context.span_id:016x}"]
         for s in spans
-        if (s.attributes or {}).get("gen_ai.tool.call.id") == "call_fwd_ok"
-    )
-    assert ok_span["Name"] == "execute_tool lookup_order"
-    assert ok_span["attributes"]["gen_ai.tool.call.id"] == "call_fwd_ok"
+        if (s.attributes or {}).get("gen_ai.operation.name") == "execute_tool"
+    }
+    assert {
+        call_id: (
+            span["Name"],
+            span["attributes"].get("gen_ai.tool.call.id"),
+            span["attributes"].get("errscope.code"),
+        )
+        for call_id, span in tool_spans.items()
+    } == {
+        "call_fwd_ok": ("execute_tool lookup_order", "call_fwd_ok", "ok"),
+        "call_fwd_nf": ("execute_tool lookup_order", "call_fwd_nf", "not_found"),
+    }
     text = output.read_text() + otelcol.log.read_text()
     for secret in SECRETS:
         assert secret not in text
