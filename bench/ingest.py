@@ -780,7 +780,7 @@ def run_collector_comparison(transport: str, work: Path, seconds: float) -> dict
 def report_collector(transport: str, runs: dict[str, Run]) -> None:
     """Print the Collector beside errscope for one transport."""
     print("\n" + ("OTLP/HTTP protobuf" if transport == "http" else "OTLP/gRPC"))
-    print(f"  {'':44} {'spans/s':>9} {'CPU s/10k':>9} {'peak RSS':>9} {'p99':>7}")
+    print(f"  {'':44} {'spans/s':>9} {'CPU s/10k':>9} {'peak RSS':>9} {'p99':>7} {'refused':>7}")
     for label, key in (
         ("errscope serve (ack after commit)", "errscope-sustained"),
         ("otelcol + redaction (ack after redaction)", "otelcol-sustained"),
@@ -788,7 +788,7 @@ def report_collector(transport: str, runs: dict[str, Run]) -> None:
         run = runs[key]
         print(
             f"  {label:44} {run.spans_s:9,.0f} {run.cpu_per_10k:9.3f}"
-            f" {_mib(run.peak_rss_kib):5.0f} MiB {run.p99_s * 1000:5.0f}ms"
+            f" {_mib(run.peak_rss_kib):5.0f} MiB {run.p99_s * 1000:5.0f}ms {run.refused:7}"
         )
     anchor, otelcol = runs["errscope-sustained"], runs["otelcol-sustained"]
     print(

@@ -33,6 +33,7 @@ from tests.demo.procs import free_port
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "scripts" / "build-otelcol.sh"
 READY_LINE = "Everything is ready"
+_START_ATTEMPTS = 3
 T = TypeVar("T")
 
 
@@ -135,39 +136,41 @@ def start_collector(
     given, replaces the traces pipeline's exporters (a second config file, which the
     Collector merges over the first).  Waits for the Collector's ready line.
     """
-    grpc, http = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     override: dict[str, Any] = {"service": {**_TEST_OVERRIDE["service"]}}
     if exporters is not None:
         override["service"]["pipelines"] = {"traces": {"exporters": exporters}}
     override_path = work / f"{name}.override.yaml"
     override_path.write_text(yaml.safe_dump(override, sort_keys=False))
+    command = [str(collector_binary()), "--config", str(DEPLOY / config)]
+    command += ["--config", str(override_path)]
     log = work / f"{name}.log"
-    handle = log.open("a", encoding="utf-8")
-    process = subprocess.Popen(
-        [
-            str(collector_binary()),
-            "--config",
-            str(DEPLOY / config),
-            "--config",
-            str(override_path),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "OTELCOL_OTLP_GRPC": grpc, "OTELCOL_OTLP_HTTP": http, **(env or {})},
-    )
-    assert process.stderr is not None
-    collector = Collector(process, log, grpc, http)
-    threading.Thread(
-        target=_pump, args=(process.stderr, handle, collector.lines), daemon=True
-    ).start()
-    try:
-        collector.wait_line(READY_LINE, timeout_s=60)
-    except AssertionError:
-        collector.stop()
-        raise
-    return collector
+    for attempt in range(_START_ATTEMPTS):
+        # A port found free can be taken by another process before the Collector binds it.
+        grpc, http = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+        ports = {"OTELCOL_OTLP_GRPC": grpc, "OTELCOL_OTLP_HTTP": http}
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, **ports, **(env or {})},
+        )
+        assert process.stderr is not None
+        running = Collector(process, log, grpc, http)
+        handle = log.open("a", encoding="utf-8")
+        threading.Thread(
+            target=_pump, args=(process.stderr, handle, running.lines), daemon=True
+        ).start()
+        try:
+            running.wait_line(READY_LINE, timeout_s=60)
+        except AssertionError:
+            running.stop()
+            if "address already in use" in running.tail() and attempt + 1 < _START_ATTEMPTS:
+                continue
+            raise
+        return running
+    raise AssertionError("unreachable: the last attempt raises")
 
 
 @contextlib.contextmanager
