@@ -45,6 +45,8 @@ SDK_BATCH = 40
 RETRIES_SEEN = 2  # retries of the refused exports watched before the overload clears
 # Generous for a busy two-core machine; each wait ends as soon as its condition holds.
 STORED_WITHIN_S = 120.0
+# Go's time.Duration.String() units, for the Collector's retry interval.
+_GO_DURATION_UNITS = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9}
 _SECRETS = (GITHUB_TOKEN, OPENAI_KEY, DB_URL.split(":")[2].split("@")[0])
 
 
@@ -111,9 +113,6 @@ def retry_interval_s(line: str) -> float:
     for number, unit in re.findall(r"(\d+(?:\.\d+)?)(h|ms|µs|us|ns|m|s)", fields["interval"]):
         total += float(number) * _GO_DURATION_UNITS[unit]
     return total
-
-
-_GO_DURATION_UNITS = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9}
 
 
 def hold_admission(served: Served) -> socket.socket:
