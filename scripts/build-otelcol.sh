@@ -18,7 +18,7 @@ cache=${ERRSCOPE_OTELCOL_CACHE:-$root/.cache/otelcol}
 binary="$cache/bin/otelcol-errscope"
 stamp="$binary.stamp"
 
-command -v go >/dev/null 2>&1 || { echo "build-otelcol: needs the go command (Go >= 1.25)" >&2; exit 1; }
+command -v go >/dev/null 2>&1 || { echo "build-otelcol: needs the go command (Go >= 1.26, as the modules' go.mod files say)" >&2; exit 1; }
 mkdir -p "$cache/bin"
 want=$( { cat "$manifest"; echo "ocb $OCB_VERSION"; go version; } | sha256sum | cut -d' ' -f1)
 
