@@ -23,6 +23,15 @@ Printed for each transport, all in the same run:
 
 Targets: at least 20,000 spans/s acknowledged after commit; peak RSS at most 300 MB.
 docs/benchmarks-ingest.md records a run.
+
+    .venv/bin/python bench/ingest.py --collector [--seconds 20] [--quick]
+
+runs instead the same spans, clients and phases (sustained, and 10,000 spans/s offered)
+through errscope's minimal OpenTelemetry Collector (scripts/build-otelcol.sh) with the
+redaction processor of deploy/otelcol/gateway.yaml and an exporter that discards (debug,
+basic), beside `errscope serve` as the anchor, measured in the same run: spans/s and CPU
+seconds per 10,000 spans of each process.  The Collector answers once redaction is done;
+errscope once it has classified, scrubbed and committed.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -46,6 +56,7 @@ from typing import Any
 
 import duckdb
 import grpc
+import yaml
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -672,11 +683,137 @@ def report(transport: str, phases: Phases) -> None:
     print(f"  stored {rows:,} rows for {acked:,} acknowledged spans over the three phases")
 
 
+# ------------------------------------------------------------------ the Collector
+
+
+_ROOT = Path(__file__).resolve().parents[1]
+_OTELCOL_READY = "Everything is ready"
+_OTELCOL_START_S = 120.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_otelcol(work: Path) -> Receiver:
+    """errscope's ocb-built Collector: OTLP in, the gateway's redaction, a discarding exporter.
+
+    The redaction processor is deploy/otelcol/gateway.yaml's, so the figures are those of
+    the configuration docs/collector.md proposes; the debug exporter at `basic` logs one
+    line per thousand batches and keeps nothing.
+    """
+    built = subprocess.run(
+        ["bash", str(_ROOT / "scripts" / "build-otelcol.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if built.returncode != 0:
+        raise SystemExit(f"scripts/build-otelcol.sh failed:\n{built.stderr}")
+    binary = built.stdout.strip().splitlines()[-1]
+    gateway = yaml.safe_load((_ROOT / "deploy" / "otelcol" / "gateway.yaml").read_text())
+    grpc_address, http_address = f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"
+    config = {
+        "receivers": {
+            "otlp": {
+                "protocols": {
+                    "grpc": {"endpoint": grpc_address, "max_recv_msg_size_mib": 16},
+                    "http": {"endpoint": http_address},
+                }
+            }
+        },
+        "processors": {"redaction": gateway["processors"]["redaction"]},
+        "exporters": {
+            "debug": {"verbosity": "basic", "sampling_initial": 1, "sampling_thereafter": 1000}
+        },
+        "service": {
+            "telemetry": {"metrics": {"level": "none"}},
+            "pipelines": {
+                "traces": {
+                    "receivers": ["otlp"],
+                    "processors": ["redaction"],
+                    "exporters": ["debug"],
+                }
+            },
+        },
+    }
+    path = work / "otelcol.yaml"
+    path.write_text(yaml.safe_dump(config))
+    log = work / "otelcol.log"
+    with log.open("a") as log_file:
+        process = subprocess.Popen(
+            [binary, "--config", str(path)],
+            stdout=log_file,
+            stderr=log_file,
+            text=True,
+        )
+    deadline = time.monotonic() + _OTELCOL_START_S
+    while _OTELCOL_READY not in log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise SystemExit(f"the Collector did not start; see {log}")
+        time.sleep(0.1)
+    return Receiver(process, {"otlp_http": http_address, "otlp_grpc": grpc_address})
+
+
+def run_collector_comparison(transport: str, work: Path, seconds: float) -> dict[str, Run]:
+    """errscope (the anchor) then the Collector, sustained and at the fixed load."""
+    runs: dict[str, Run] = {}
+    for name, template, rate in _PHASES[:2]:
+        store = work / f"{transport}-{name}-anchor.duckdb"
+        sidecar = start_sidecar(store)
+        try:
+            runs[f"errscope-{name}"] = load(sidecar, transport, work / template, seconds, rate)
+        finally:
+            sidecar.stop()
+        otelcol = start_otelcol(work)
+        try:
+            runs[f"otelcol-{name}"] = load(otelcol, transport, work / template, seconds, rate)
+        finally:
+            otelcol.stop()
+    return runs
+
+
+def report_collector(transport: str, runs: dict[str, Run]) -> None:
+    """Print the Collector beside errscope for one transport."""
+    print("\n" + ("OTLP/HTTP protobuf" if transport == "http" else "OTLP/gRPC"))
+    print(f"  {'':44} {'spans/s':>9} {'CPU s/10k':>9} {'peak RSS':>9} {'p99':>7} {'refused':>7}")
+    for label, key in (
+        ("errscope serve (ack after commit)", "errscope-sustained"),
+        ("otelcol + redaction (ack after redaction)", "otelcol-sustained"),
+    ):
+        run = runs[key]
+        print(
+            f"  {label:44} {run.spans_s:9,.0f} {run.cpu_per_10k:9.3f}"
+            f" {_mib(run.peak_rss_kib):5.0f} MiB {run.p99_s * 1000:5.0f}ms {run.refused:7}"
+        )
+    anchor, otelcol = runs["errscope-sustained"], runs["otelcol-sustained"]
+    print(
+        f"  errscope / Collector: {anchor.spans_s / otelcol.spans_s:.1%} of the rate, "
+        f"{anchor.cpu_per_10k / otelcol.cpu_per_10k:.1f}x the CPU per span"
+    )
+    for who in ("errscope", "otelcol"):
+        run = runs[f"{who}-fixed"]
+        print(
+            f"  {_FIXED_RATE:,} spans/s offered ({_FIXED_BATCH}/request) to {who}: "
+            f"{run.spans_s:,.0f} acked/s; CPU {run.core_share:.0%} of a core; "
+            f"peak RSS {_mib(run.peak_rss_kib):.0f} MiB; p99 {run.p99_s * 1000:,.0f} ms"
+        )
+
+
 def main() -> None:
     """Parse flags; run a client or the floor when told to, else the whole benchmark."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each load phase")
     parser.add_argument("--quick", action="store_true", help="5-second phases")
+    parser.add_argument(
+        "--collector",
+        action="store_true",
+        help="the same spans through the OpenTelemetry Collector with redaction, beside errscope",
+    )
     parser.add_argument("--client", choices=["http", "grpc"], help=argparse.SUPPRESS)
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
@@ -705,6 +842,10 @@ def main() -> None:
             f" {_SENDERS} client processes x {_THREADS} threads; {seconds:.0f} s per phase;"
             f" {os.cpu_count()} cores shared by clients and receiver"
         )
+        if args.collector:
+            for transport in ("http", "grpc"):
+                report_collector(transport, run_collector_comparison(transport, work, seconds))
+            return
         results = {}
         for transport in ("http", "grpc"):
             results[transport] = run_transport(transport, work, seconds)

@@ -31,3 +31,7 @@ if command -v pg_ctlcluster >/dev/null 2>&1; then
     done
     pg_isready -q -h 127.0.0.1 || { echo "ensure-services: PostgreSQL did not start" >&2; exit 1; }
 fi
+
+# The OpenTelemetry Collector that tests/otelcol and `bench/ingest.py --collector` run: built
+# once from Go modules by ocb, reused while its manifest is unchanged (a hash stamp).
+bash "$(dirname "${BASH_SOURCE[0]}")/build-otelcol.sh" >/dev/null
