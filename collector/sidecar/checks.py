@@ -123,7 +123,11 @@ def parse_check_params(query_string: str, *, now: datetime | None = None) -> Che
         raise _bad("as_of", "in the future", "a gate judged as of a time to come passes on no data")
     known_by = _time(params, "known_by", now)
     if known_by is not None and known_by < as_of - _CLOCK_SKEW:
-        raise _bad("known_by", "earlier than as_of (or now)")
+        raise _bad(
+            "known_by",
+            "earlier than as_of (or now)",
+            "rows received after it would be left out of a judgement of a later time",
+        )
     codes: list[str] | None = None
     if "codes" in params:
         codes = [c.strip() for c in params["codes"].split(",") if c.strip()]
