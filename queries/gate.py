@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -134,9 +134,7 @@ def _answer(setup: Mapping[str, Any], source: QuerySource, request: Mapping[str,
         if codes:
             catalogs = [Path(p) for p in setup.get("catalogs") or ()]
             config = with_codes(DEFAULT_CONFIG, known_codes(codes, catalogs))
-        as_of = _time(request.get("as_of"))
-        if as_of is None:
-            raise QueryError(QueryErrorKind.MISSING_PARAM, "no evaluation time", entry=_ENTRY)
+        as_of = _time(request.get("as_of")) or datetime.now(UTC)
         answer = judge(
             source,
             service=str(request["service"]),

@@ -31,7 +31,10 @@ from urllib.parse import quote, urlsplit
 
 from errscope.collector.errors import ConfigError, ConfigErrorKind
 
-__all__ = ["PLACEHOLDERS", "PRESETS", "expand_template", "trace_url"]
+__all__ = ["PLACEHOLDERS", "PRESETS", "TRACE_URL_ENV", "expand_template", "trace_url"]
+
+#: The variable that sets it (the CLI's --trace-url; the dashboard's process reads it).
+TRACE_URL_ENV: Final = "ERRSCOPE_TRACE_URL"
 
 #: The placeholders a template may use.
 PLACEHOLDERS: Final = ("trace_id", "span_id", "dd_trace_id", "dd_span_id")

@@ -8,18 +8,16 @@ naming the placeholder or part that is wrong, never the value, which may hold cr
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from errscope.collector.errors import ConfigError
-from errscope.queries.links import expand_template
+from errscope.queries.links import TRACE_URL_ENV, expand_template
 
 __all__ = ["TRACE_URL_ENV", "TraceUrl", "trace_url_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-TRACE_URL_ENV: Final = "ERRSCOPE_TRACE_URL"
 
 # Newer click types ParamType as generic; older releases pyproject allows cannot subscript it.
 if TYPE_CHECKING:

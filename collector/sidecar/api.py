@@ -24,6 +24,7 @@ Promises:
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 from collections import Counter
@@ -49,6 +50,7 @@ from errscope.collector.record import Deploy
 from errscope.collector.scrub import Scrubber, default_scrubber
 from errscope.collector.sidecar.admission import RETRY_AFTER_S
 from errscope.collector.sidecar.checks import GATE_STATUS, CheckUnavailable, parse_check_params
+from errscope.collector.sidecar.config import join_address
 from errscope.collector.units import parse_time
 from errscope.queries.runner import json_value, run_query
 from errscope.queries.source import ARROW_STREAM
@@ -136,9 +138,7 @@ class ApiHandler(HttpHandler):
             self._send(HTTPStatus.BAD_REQUEST, orjson.dumps(exc.as_dict()), MEDIA_JSON)
             return
         host, port = self.server.server_address[:2]
-        # The worker reads this API back: over loopback when it listens on every address.
-        local = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(str(host), str(host))
-        api_url = "http://" + (f"[{local}]:{port}" if ":" in local else f"{local}:{port}")
+        api_url = f"http://{join_address(_reachable(str(host)), int(port))}"
         try:
             reply = self.server.app.checks.judge(api_url, params.request)
         except CheckUnavailable as exc:
@@ -282,6 +282,17 @@ class ApiHandler(HttpHandler):
             ),
             MEDIA_JSON,
         )
+
+
+def _reachable(host: str) -> str:
+    """The address a local process reaches a listener on: loopback for a wildcard bind."""
+    try:
+        ip = ipaddress.ip_address(host or "0.0.0.0")  # noqa: S104 - read, not bound
+    except ValueError:
+        return host  # a host name: it resolves here as it did for the bind
+    if ip.is_unspecified:
+        return "::1" if ip.version == 6 else "127.0.0.1"
+    return host
 
 
 def negotiate(accept: Sequence[str], offered: Sequence[str]) -> str | None:
