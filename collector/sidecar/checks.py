@@ -38,6 +38,7 @@ from errscope.collector.units import parse_time
 
 __all__ = [
     "CHECK_PARAMS",
+    "CheckParams",
     "GATE_STATUS",
     "CheckRunner",
     "CheckUnavailable",
