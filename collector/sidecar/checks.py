@@ -38,8 +38,8 @@ from errscope.collector.units import parse_time
 
 __all__ = [
     "CHECK_PARAMS",
-    "CheckParams",
     "GATE_STATUS",
+    "CheckParams",
     "CheckRunner",
     "CheckUnavailable",
     "parse_check_params",
