@@ -10,9 +10,9 @@ because DuckDB lets no other process open the file the sidecar holds.
 
 `parse_check_params` turns a query string into the worker's request or a `QueryError`
 (the API's one error shape: stable kind, entry `check`, field, hint).  `CheckRunner`
-serialises requests to the worker (one at a time, `timeout_s` each); a worker that does
-not answer in time is killed and replaced on the next request, and the caller gets a
-`CheckUnavailable` it answers with 503 + Retry-After.  Thread-safe; `close` once.
+serialises requests to the worker (one at a time, `timeout_s` each); a worker found dead
+is replaced at once, one that does not answer in time is killed and replaced on the next
+request, and the caller gets a `CheckUnavailable` it answers with 503 + Retry-After.  Thread-safe; `close` once.
 """
 
 from __future__ import annotations
@@ -184,30 +184,39 @@ class CheckRunner:
         """The worker's answer line for one request: {"answer": ...} or {"error", "status"}.
 
         Raises CheckUnavailable when the worker is busy past `timeout_s`, fails to answer
-        within it, or has died (it is then replaced on the next request).
+        within it (it is killed, and replaced on the next request), or dies twice.
         """
         deadline = time.monotonic() + self.timeout_s
         if not self._lock.acquire(timeout=self.timeout_s):
             raise CheckUnavailable("busy")
         try:
-            if self._closed:
-                raise CheckUnavailable("stopping")
-            process = self._running(api_url)
-            assert process.stdin is not None  # noqa: S101 - Popen was given PIPE
-            try:
-                process.stdin.write(orjson.dumps(request) + b"\n")
-                process.stdin.flush()
-            except OSError:
+            # A worker found dead (killed, out of memory) is replaced once, in the deadline.
+            for _ in range(2):
+                if self._closed:
+                    raise CheckUnavailable("stopping")
+                line = self._exchange(self._running(api_url), request, deadline)
+                if line:
+                    answer: dict[str, Any] = orjson.loads(line)
+                    return answer
                 self._kill()
-                raise CheckUnavailable("worker gone") from None
-            line = self._read_line(process, deadline)
-            if line is None:
-                self._kill()
-                raise CheckUnavailable("no answer in time")
-            answer: dict[str, Any] = orjson.loads(line)
-            return answer
+                if line is None:
+                    raise CheckUnavailable("no answer in time")
+            raise CheckUnavailable("worker gone")
         finally:
             self._lock.release()
+
+    def _exchange(
+        self, process: subprocess.Popen[bytes], request: Mapping[str, object], deadline: float
+    ) -> bytes | None:
+        """Send one request, read its answer line: b"" when the worker is gone, None when
+        it did not answer before `deadline`."""
+        assert process.stdin is not None  # noqa: S101 - Popen was given PIPE
+        try:
+            process.stdin.write(orjson.dumps(request) + b"\n")
+            process.stdin.flush()
+        except OSError:
+            return b""
+        return self._read_line(process, deadline)
 
     def _running(self, api_url: str) -> subprocess.Popen[bytes]:
         if self._process is not None and self._process.poll() is None:
@@ -217,6 +226,9 @@ class CheckRunner:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=os.environ.copy(),
+            # Its own session: a Ctrl-C meant for the sidecar must not kill it mid-answer;
+            # it ends when the sidecar closes its stdin, or dies (end of file).
+            start_new_session=True,
         )
         assert process.stdin is not None  # noqa: S101 - Popen was given PIPE
         process.stdin.write(orjson.dumps({"api": api_url, **self._setup}) + b"\n")
@@ -227,7 +239,8 @@ class CheckRunner:
 
     @staticmethod
     def _read_line(process: subprocess.Popen[bytes], deadline: float) -> bytes | None:
-        """One answer line before `deadline`, or None (timeout, or the worker died)."""
+        """One answer line before `deadline`; b"" when the worker exited, None on timeout
+        (or an answer past `_MAX_ANSWER_BYTES`)."""
         assert process.stdout is not None  # noqa: S101 - Popen was given PIPE
         fd = process.stdout.fileno()
         chunks: list[bytes] = []
@@ -240,7 +253,7 @@ class CheckRunner:
                     return None
                 chunk = os.read(fd, 65536)
                 if not chunk:
-                    return None  # the worker exited
+                    return b""  # the worker exited
                 chunks.append(chunk)
                 size += len(chunk)
                 if chunk.endswith(b"\n"):

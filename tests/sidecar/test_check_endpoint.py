@@ -5,7 +5,9 @@ the Argo Rollouts and Flagger manifests of docs/rollouts.md evaluated on its ans
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -351,3 +353,30 @@ def test_flagger_webhooks_gate_on_the_status(world: World, case: Case) -> None:
             with exc:
                 status = exc.code
         assert (status <= 202) is case.flagger_passes, (hook["name"], status)
+
+
+def test_a_killed_worker_is_replaced(world: World) -> None:
+    """A worker that died is replaced on the next request, which is answered as before."""
+    case = Case("billing-agent", 20, "healthy", 0, "Successful", True, 200)
+    path = f"/v1/check?{urlencode(case.params())}"
+    assert _call(world.served, path)[0] == 200
+    (old,) = _children(world.served.process.pid)
+    os.kill(old, signal.SIGKILL)  # the worker this test's sidecar started
+    status, answer = _call(world.served, path)
+    assert (status, answer["verdict"]) == (200, "healthy")
+    (new,) = _children(world.served.process.pid)
+    assert new != old
+
+
+def test_with_a_token_the_worker_reads_back_and_exits_with_the_sidecar(tmp_path: Path) -> None:
+    """On a token-protected sidecar /v1/check needs the token, the worker reads the API back
+    with it, and the worker exits when the sidecar stops."""
+    token = "a-token-of-sixteen-chars"
+    path = "/v1/check?service=billing-agent&version=2.0"
+    with sidecar(tmp_path / "token.duckdb", "--token", token) as served:
+        assert _call(served, path)[0] == 401
+        status, answer = _call(served, path, headers={"Authorization": f"Bearer {token}"})
+        assert (status, answer["verdict"]) == (200, "insufficient_data")  # an empty store
+        (worker,) = _children(served.process.pid)
+        assert served.terminate() == 0
+    assert not Path(f"/proc/{worker}").exists()
