@@ -22,6 +22,7 @@ becomes an error line naming the exception class only.  It exits when stdin clos
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -46,6 +47,7 @@ from errscope.queries.source import ApiSource, QuerySource, SourceError
 __all__ = ["check_answer", "judge", "known_codes"]
 
 _ENTRY: Final = "check"
+_CODE_SHAPE: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
 def check_answer(
@@ -79,7 +81,8 @@ def known_codes(codes: Sequence[str], catalogs: Sequence[Path] = ()) -> tuple[st
     field `codes`) otherwise: a typo must not make a gate pass."""
     wanted = tuple(dict.fromkeys(c.strip() for c in codes if c.strip()))
     known = load_catalog(catalogs).codes
-    unknown = [c for c in wanted if c not in known]
+    # Repeated only when code-shaped: a value from a URL is not echoed whole.
+    unknown = [c if _CODE_SHAPE.fullmatch(c) else "?" for c in wanted if c not in known]
     if not wanted or unknown:
         raise QueryError(
             QueryErrorKind.BAD_PARAM_VALUE,

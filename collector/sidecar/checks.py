@@ -4,7 +4,7 @@ The gate needs detection, and detection needs numpy and scipy, which the sidecar
 imports (docs/benchmarks-ingest.md: ~70 MB resident).  So the judgement runs in one worker
 process, `python -m errscope.queries.gate`, started on the first /v1/check and kept for
 the sidecar's life: a rollout controller asks every minute, and a process per request
-would pay the import (a second or more on a busy machine) every time.  The worker reads
+would pay the start-up (10.9 s on a loaded machine, docs/rollouts.md) every time.  The worker reads
 the store through this sidecar's own query API, exactly as `errscope check --api` does,
 because DuckDB lets no other process open the file the sidecar holds.
 
@@ -12,7 +12,8 @@ because DuckDB lets no other process open the file the sidecar holds.
 (the API's one error shape: stable kind, entry `check`, field, hint).  `CheckRunner`
 serialises requests to the worker (one at a time, `timeout_s` each); a worker found dead
 is replaced at once, one that does not answer in time is killed and replaced on the next
-request, and the caller gets a `CheckUnavailable` it answers with 503 + Retry-After.  Thread-safe; `close` once.
+request, and the caller gets a `CheckUnavailable` it answers with 503 + Retry-After.
+Thread-safe; `close` once.
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ class CheckUnavailable(Exception):  # noqa: N818 - it names the answer (503), no
     """The worker is busy past the deadline, did not answer in time, or died."""
 
 
+def _shown(name: str) -> str:
+    """A parameter name as an error may repeat it: identifier-shaped, or `?`."""
+    return name if name.isidentifier() and len(name) <= 32 else "?"
+
+
 def _bad(field: str, message: str, hint: str | None = None) -> QueryError:
     return QueryError(QueryErrorKind.BAD_PARAM_VALUE, message, entry=_ENTRY, field=field, hint=hint)
 
@@ -99,7 +105,7 @@ def parse_check_params(query_string: str, *, now: datetime | None = None) -> Che
     pairs = parse_qsl(query_string, keep_blank_values=True)
     twice = sorted(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
     if twice:
-        raise _bad(twice[0], "given more than once", "give each parameter once")
+        raise _bad(_shown(twice[0]), "given more than once", "give each parameter once")
     params = dict(pairs)
     for name in params:
         if name not in CHECK_PARAMS:
@@ -107,7 +113,7 @@ def parse_check_params(query_string: str, *, now: datetime | None = None) -> Che
                 QueryErrorKind.UNKNOWN_PARAM,
                 "is not a parameter of /v1/check",
                 entry=_ENTRY,
-                field=name if name.isidentifier() and len(name) <= 32 else "?",
+                field=_shown(name),
                 hint=f"parameters: {', '.join(CHECK_PARAMS)}",
             )
     for name in ("service", "version"):

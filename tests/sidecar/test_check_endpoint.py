@@ -231,6 +231,24 @@ def test_bad_parameters_get_the_structured_error(
     assert answer.keys() == {"error", "message", "entry", "field", "hint"}
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        pytest.param("service=a&version=1&codes=invalid_args,sk-Hunter2SecretValue", id="code"),
+        pytest.param("service=a&version=1&sk-Hunter2SecretValue=1", id="unknown-name"),
+        pytest.param(
+            "service=a&version=1&sk-Hunter2SecretValue=1&sk-Hunter2SecretValue=2", id="twice"
+        ),
+    ],
+)
+def test_errors_never_repeat_a_value_from_the_url(world: World, query: str) -> None:
+    """A parameter name or code that is not identifier-shaped is shown as `?`, never repeated."""
+    status, answer = _call(world.served, f"/v1/check?{query}")
+    assert status == 400
+    assert "Hunter2" not in json.dumps(answer)
+    assert "?" in f"{answer['field']} {answer['message']}"
+
+
 def _children(pid: int) -> list[int]:
     """The child processes of `pid`, whichever of its threads started them."""
     found: list[int] = []
