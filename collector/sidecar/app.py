@@ -232,9 +232,9 @@ class Sidecar:
             httpd.start_drain()  # connections without a whole request close after a grace
         if self._grpc is not None:
             self._grpc.stop(grace=5).wait(6)
+        self.checks.close()  # before the join: a check in flight reads the API back
         for httpd in self._http:
             httpd.server_close()  # joins in-flight handler threads
-        self.checks.close()
         self.writer.stop()
         if self.forwarder is not None:
             self.forwarder.stop()

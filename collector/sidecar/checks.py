@@ -278,9 +278,17 @@ class CheckRunner:
                 stream.close()
 
     def close(self) -> None:
-        """Stop the worker: its stdin closes and it exits; killed after a short grace."""
+        """Stop the worker: its stdin closes and it exits; killed after a short grace.
+
+        Called as the API stops listening: a judgement in flight would wait on queries
+        the API no longer takes, so its worker is killed at once and the request gets
+        CheckUnavailable (503) instead of holding the drain for the whole deadline.
+        """
+        self._closed = True
+        busy = self._process
+        if busy is not None and self._lock.locked():
+            busy.kill()
         with self._lock:
-            self._closed = True
             process, self._process = self._process, None
         if process is None:
             return

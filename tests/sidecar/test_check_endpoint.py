@@ -8,6 +8,8 @@ import json
 import os
 import re
 import signal
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -398,3 +400,25 @@ def test_with_a_token_the_worker_reads_back_and_exits_with_the_sidecar(tmp_path:
         (worker,) = _children(served.process.pid)
         assert served.terminate() == 0
     assert not Path(f"/proc/{worker}").exists()
+
+
+def test_a_check_in_flight_does_not_hold_the_drain(tmp_path: Path) -> None:
+    """SIGTERM while a check is being judged answers it 503 at once (its worker is killed)
+    and the sidecar exits cleanly, instead of waiting out the check's deadline."""
+    with sidecar(tmp_path / "drain.duckdb") as served:
+        answers: list[int] = []
+        asking = threading.Thread(
+            target=lambda: answers.append(
+                _call(served, "/v1/check?service=billing-agent&version=2.0")[0]
+            )
+        )
+        asking.start()
+        deadline = time.monotonic() + 60
+        while not _children(served.process.pid):  # the worker is starting: a check in flight
+            assert time.monotonic() < deadline, "no worker was started"
+            time.sleep(0.01)
+        started = time.monotonic()
+        assert served.terminate() == 0
+        asking.join(60)
+        assert answers == [503]
+        assert time.monotonic() - started < 30  # the check's own deadline is 60 s
