@@ -18,6 +18,7 @@ Thread-safe; `close` once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import selectors
@@ -227,19 +228,25 @@ class CheckRunner:
     def _running(self, api_url: str) -> subprocess.Popen[bytes]:
         if self._process is not None and self._process.poll() is None:
             return self._process
-        process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            _WORKER,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=os.environ.copy(),
-            # Its own session: a Ctrl-C meant for the sidecar must not kill it mid-answer;
-            # it ends when the sidecar closes its stdin, or dies (end of file).
-            start_new_session=True,
-        )
-        assert process.stdin is not None  # noqa: S101 - Popen was given PIPE
-        process.stdin.write(orjson.dumps({"api": api_url, **self._setup}) + b"\n")
-        process.stdin.flush()
+        self._kill()  # a dead one's pipes
+        try:
+            process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                _WORKER,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=os.environ.copy(),
+                # Its own session: a Ctrl-C meant for the sidecar must not kill it mid-answer;
+                # it ends when the sidecar closes its stdin, or dies (end of file).
+                start_new_session=True,
+            )
+        except OSError as exc:  # no process left for us, no memory
+            raise CheckUnavailable(f"cannot start the worker ({type(exc).__name__})") from None
         self._process = process
+        assert process.stdin is not None  # noqa: S101 - Popen was given PIPE
+        # Dead at once, it fails here quietly: the request's read sees the end of its output.
+        with contextlib.suppress(OSError):
+            process.stdin.write(orjson.dumps({"api": api_url, **self._setup}) + b"\n")
+            process.stdin.flush()
         log.info("check worker started", extra={"pid": process.pid})
         return process
 
@@ -275,7 +282,8 @@ class CheckRunner:
         process.wait(10)
         for stream in (process.stdin, process.stdout):
             if stream is not None:
-                stream.close()
+                with contextlib.suppress(OSError):  # a write it never read: a broken pipe
+                    stream.close()
 
     def close(self) -> None:
         """Stop the worker: its stdin closes and it exits; killed after a short grace.
