@@ -7,17 +7,20 @@ Nothing here fetches: values come from `errscope.dashboards.data`.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
+import pandas as pd
 import streamlit as st
 
 from errscope.collector.errors import ErrscopeError, StoreErrorKind
 from errscope.dashboards import data, source
 from errscope.queries.findings import Finding, FindingKind
+from errscope.queries.links import TRACE_URL_ENV, trace_url
 
 __all__ = [
     "DEPLOY_LIMITS",
@@ -34,6 +37,8 @@ __all__ = [
     "sidebar",
     "source_banner",
     "spike_label",
+    "trace_link_column",
+    "with_trace_links",
 ]
 
 #: Time ranges offered, label -> seconds.
@@ -65,6 +70,8 @@ class Context:
     service: str | None
     environment: str | None
     range_label: str
+    # The trace URL preset or template (`errscope dashboard --trace-url`); None: no links.
+    trace_url: str | None = None
 
     @property
     def range_s(self) -> int:
@@ -81,7 +88,26 @@ def current() -> Context:
         service=st.session_state.get(_KEY_SERVICE),
         environment=st.session_state.get(_KEY_ENVIRONMENT),
         range_label=st.session_state.get(_KEY_RANGE, _DEFAULT_RANGE),
+        trace_url=os.environ.get(TRACE_URL_ENV) or None,
     )
+
+
+def with_trace_links(frame: pd.DataFrame, template: str | None) -> pd.DataFrame:
+    """`frame` with a `trace_url` column built from its `trace_id` (and `span_id`, when it
+    has one); unchanged without a template or a trace id column."""
+    if not template or "trace_id" not in frame.columns or frame.empty:
+        return frame
+    spans = frame["span_id"] if "span_id" in frame.columns else [None] * len(frame)
+    links = [
+        trace_url(template, None if pd.isna(t) else str(t), None if pd.isna(s) else str(s))
+        for t, s in zip(frame["trace_id"], spans, strict=True)
+    ]
+    return frame.assign(trace_url=links)
+
+
+def trace_link_column() -> dict[str, object]:
+    """The `column_config` that shows `trace_url` as a link."""
+    return {"trace_url": st.column_config.LinkColumn("trace", display_text="open trace")}
 
 
 def all_label(label: str) -> Callable[[object], str]:

@@ -9,7 +9,7 @@ key).  Times are ISO 8601 in UTC; a ratio with an empty baseline is `null`, neve
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -22,6 +22,7 @@ __all__ = [
     "Finding",
     "FindingKind",
     "Verdict",
+    "check_dict",
     "check_json",
     "finding_dict",
     "findings_json",
@@ -116,10 +117,18 @@ def _num(value: float | None, digits: int = 6) -> float | None:
     return float(f"{value:.{digits}g}")
 
 
-def finding_dict(finding: Finding) -> dict[str, object]:
-    """The JSON object for one finding (docs/detection.md, "Finding JSON")."""
+#: The keys evidence adds to a finding (errscope.queries.evidence); empty lists without it.
+_EVIDENCE_KEYS: Final = ("first_failing_calls", "tracebacks")
+Evidence = Mapping[Finding, Mapping[str, object]]
+
+
+def finding_dict(
+    finding: Finding, evidence: Mapping[str, object] | None = None
+) -> dict[str, object]:
+    """The JSON object for one finding (docs/detection.md, "Finding JSON"), with the calls
+    and traceback samples behind it when `evidence` (errscope.queries.evidence) is given."""
     ci = finding.ratio_ci
-    return {
+    out: dict[str, object] = {
         "kind": str(finding.kind),
         "service": finding.service,
         "version": finding.version,
@@ -148,13 +157,48 @@ def finding_dict(finding: Finding) -> dict[str, object]:
         "correlation_ids": list(finding.correlation_ids),
         "summary": finding.summary,
     }
+    for key in _EVIDENCE_KEYS:
+        value = (evidence or {}).get(key)
+        out[key] = list(value) if isinstance(value, list) else []
+    return out
 
 
-def findings_json(findings: Sequence[Finding]) -> str:
+def findings_json(findings: Sequence[Finding], evidence: Evidence | None = None) -> str:
     """`errscope findings --json`: {"schema": ..., "findings": [...]}."""
-    return orjson.dumps(
-        {"schema": "errscope.findings/1", "findings": [finding_dict(f) for f in findings]}
-    ).decode()
+    found = [finding_dict(f, (evidence or {}).get(f)) for f in findings]
+    return orjson.dumps({"schema": "errscope.findings/1", "findings": found}).decode()
+
+
+def check_dict(
+    verdict: Verdict,
+    findings: Sequence[Finding],
+    *,
+    service: str,
+    version: str,
+    environment: str | None,
+    as_of: datetime,
+    reason: str,
+    notes: Sequence[Finding] = (),
+    evidence: Evidence | None = None,
+) -> dict[str, object]:
+    """`errscope check --json` (and `GET /v1/check`): the verdict, the findings that decided
+    it, and why; the exit status as fields, for a rollout controller that reads no exit code
+    (`inconclusive`: too little data yet, neither a pass nor a failure)."""
+    known = evidence or {}
+    return {
+        "schema": CHECK_SCHEMA,
+        "verdict": str(verdict),
+        "exit_code": verdict.exit_code,
+        "regression": verdict is Verdict.REGRESSION,
+        "inconclusive": verdict is Verdict.INSUFFICIENT_DATA,
+        "service": service,
+        "version": version,
+        "environment": environment,
+        "as_of": _time(as_of),
+        "reason": reason,
+        "findings": [finding_dict(f, known.get(f)) for f in findings],
+        "notes": [finding_dict(f, known.get(f)) for f in notes],
+    }
 
 
 def check_json(
@@ -167,18 +211,19 @@ def check_json(
     as_of: datetime,
     reason: str,
     notes: Sequence[Finding] = (),
+    evidence: Evidence | None = None,
 ) -> str:
-    """`errscope check --json`: the verdict, the findings that decided it, and why."""
+    """`check_dict` as JSON text."""
     return orjson.dumps(
-        {
-            "schema": CHECK_SCHEMA,
-            "verdict": str(verdict),
-            "service": service,
-            "version": version,
-            "environment": environment,
-            "as_of": _time(as_of),
-            "reason": reason,
-            "findings": [finding_dict(f) for f in findings],
-            "notes": [finding_dict(f) for f in notes],
-        }
+        check_dict(
+            verdict,
+            findings,
+            service=service,
+            version=version,
+            environment=environment,
+            as_of=as_of,
+            reason=reason,
+            notes=notes,
+            evidence=evidence,
+        )
     ).decode()

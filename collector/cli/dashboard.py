@@ -23,10 +23,12 @@ from typing import Final
 import click
 
 from errscope.collector.cli.settings import config_option
+from errscope.collector.cli.trace_links import trace_url_option
 from errscope.collector.config import API_URL, DASHBOARD_PORT
 from errscope.collector.errors import ErrscopeError
 from errscope.collector.ports import bind_refusal, is_loopback
 from errscope.collector.units import parse_duration, parse_time
+from errscope.queries.links import TRACE_URL_ENV
 from errscope.queries.source import ApiSource
 
 __all__ = ["dashboard"]
@@ -108,9 +110,13 @@ def child_environment(
     db: Path | None,
     as_of: str | None,
     refresh_s: int,
+    trace_url: str | None = None,
 ) -> dict[str, str]:
     """`base` with the dashboard's source settings set and stale ones removed."""
-    env = {k: v for k, v in base.items() if k not in (ENV_API, ENV_DB, ENV_TOKEN, ENV_AS_OF)}
+    stale = (ENV_API, ENV_DB, ENV_TOKEN, ENV_AS_OF, TRACE_URL_ENV)
+    env = {k: v for k, v in base.items() if k not in stale}
+    if trace_url:
+        env[TRACE_URL_ENV] = trace_url
     if api is not None:
         env[ENV_API] = api
     if token:
@@ -175,6 +181,7 @@ def _check_flags(api: str | None, db: Path | None, as_of: str | None, refresh: s
     show_default=True,
     help="Auto-refresh interval offered by default, e.g. 30s (0: off).",
 )
+@trace_url_option
 def dashboard(
     *,
     host: str,
@@ -184,6 +191,7 @@ def dashboard(
     db: Path | None,
     as_of: str | None,
     refresh: str,
+    trace_url: str | None,
 ) -> None:
     """Open the Streamlit dashboard on a sidecar's query API or a database file."""
     refresh_s = _check_flags(api, db, as_of, refresh)
@@ -196,7 +204,13 @@ def dashboard(
         check_port_free(host, port)
     port = port or free
     env = child_environment(
-        dict(os.environ), api=api, token=token, db=db, as_of=as_of, refresh_s=refresh_s
+        dict(os.environ),
+        api=api,
+        token=token,
+        db=db,
+        as_of=as_of,
+        refresh_s=refresh_s,
+        trace_url=trace_url,
     )
     child = subprocess.Popen(streamlit_command(port, host), env=env)  # noqa: S603 - our own argv
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Final, ParamSpec, TypeVar
 
 import click
+import orjson
 import pyarrow as pa
 
 from errscope.collector.catalog import load_catalog
@@ -28,6 +29,7 @@ from errscope.collector.cli._common import (
     source_options,
 )
 from errscope.collector.cli.settings import config_option
+from errscope.collector.cli.trace_links import trace_url_option
 from errscope.collector.units import parse_time
 from errscope.queries.detect import (
     DEFAULT_CONFIG,
@@ -36,7 +38,9 @@ from errscope.queries.detect import (
     detect_deploy,
     with_codes,
 )
-from errscope.queries.findings import Finding, Verdict, check_json, finding_dict, findings_json
+from errscope.queries.evidence import gather_evidence
+from errscope.queries.findings import Finding, Verdict, finding_dict, findings_json
+from errscope.queries.gate import check_answer
 
 __all__ = ["check", "findings"]
 
@@ -155,6 +159,7 @@ def _print_findings(items: Sequence[Finding], title: str) -> None:
 @click.option("--codes", default=_DEFAULT_CODES, show_default=True, help="Codes to gate on.")
 @_catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (docs/detection.md).")
+@trace_url_option
 @_source_options
 @handle_errors
 def check(
@@ -167,6 +172,7 @@ def check(
     codes: str,
     catalogs: tuple[Path, ...],
     as_json: bool,
+    trace_url: str | None,
     db: str | None,
     api: str | None,
     token: str | None,
@@ -217,19 +223,17 @@ def check(
             )
             time.sleep(lag)
     if as_json:
-        click.echo(
-            check_json(
-                report.verdict,
-                report.findings,
-                service=service,
-                version=version,
-                # The environment judged: the one named, or the deploy's only one.
-                environment=report.deploy.environment if report.deploy else environment,
-                as_of=now,
-                reason=report.reason,
-                notes=report.notes,
-            )
+        # The same object GET /v1/check answers (errscope.queries.gate).
+        answer = check_answer(
+            source,
+            report,
+            service=service,
+            version=version,
+            environment=environment,
+            as_of=now,
+            trace_url=trace_url,
         )
+        click.echo(orjson.dumps(answer).decode())
     else:
         click.echo(f"{report.verdict.upper()}: {service} {version} — {report.reason}")
         _print_findings(report.findings, "findings")
@@ -247,6 +251,7 @@ def check(
 @click.option("--codes", default=_DEFAULT_CODES, show_default=True, help="Codes tested on deploys.")
 @_catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (docs/detection.md).")
+@trace_url_option
 @_source_options
 @handle_errors
 def findings(
@@ -256,6 +261,7 @@ def findings(
     codes: str,
     catalogs: tuple[Path, ...],
     as_json: bool,
+    trace_url: str | None,
     db: str | None,
     api: str | None,
     token: str | None,
@@ -276,7 +282,7 @@ def findings(
         config=config,
     )
     if as_json:
-        click.echo(findings_json(found))
+        click.echo(findings_json(found, gather_evidence(source, found, trace_url)))
     elif found:
         _print_findings(found, "findings")
     else:

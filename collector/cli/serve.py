@@ -14,6 +14,7 @@ import click
 
 from errscope.collector.cli._common import handle_errors
 from errscope.collector.cli.settings import config_option, file_matchers
+from errscope.collector.cli.trace_links import trace_url_option
 from errscope.collector.config import (
     API_ADDRESS,
     API_URL,
@@ -114,6 +115,7 @@ def _off(value: str) -> str | None:
     type=click.Path(exists=True, dir_okay=False),
     help="A user catalog file; its codes are stored as themselves, not as unknown (repeatable).",
 )
+@trace_url_option
 @handle_errors
 def serve(
     *,
@@ -132,6 +134,7 @@ def serve(
     content: str,
     log_format: str,
     catalogs: tuple[str, ...],
+    trace_url: str | None,
 ) -> None:
     """Run the sidecar: OTLP in, stored tool-call codes, query API, optional forwarding.
 
@@ -156,6 +159,7 @@ def serve(
         content=ContentPolicy(content),
         catalog_files=tuple(catalogs),
         matchers=file_matchers(click.get_current_context()),
+        trace_url=trace_url,
     )
     raise SystemExit(run(config))
 

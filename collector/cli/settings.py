@@ -80,11 +80,13 @@ def _defaults(
         param = options[key]
         try:
             param.type_cast_value(ctx, value)
-        except click.BadParameter:
-            # Not click's message: it repeats the value, and the file may hold a token.
+        except click.BadParameter as exc:
+            # Not click's message: it repeats the value, and the file may hold a token;
+            # a type whose messages never hold the value says what is wrong (trace_url).
+            safe = getattr(param.type, "messages_hold_no_value", False)
             raise ConfigError(
                 ConfigErrorKind.BAD_VALUE,
-                _expected(param),
+                exc.message if safe else _expected(param),
                 entry=str(command.name),
                 field=key,
                 hint=f"in {file.path}; the same value as {max(param.opts, key=len)} takes",

@@ -4,6 +4,8 @@
     GET  /metrics            Prometheus text; OpenMetrics with exemplars if asked (`Metrics.render`)
     GET  /v1/queries         the named queries and their parameters
     GET  /v1/query/{name}    a named query: JSON or an Arrow IPC stream (`negotiate`)
+    GET  /v1/check           the deploy gate: what `errscope check --json` answers
+                             (docs/rollouts.md); POST too, for webhook callers (Flagger)
     POST /v1/deploys         mark a deploy: JSON {service, version, environment?, ts?}
 
 Promises:
@@ -13,11 +15,16 @@ Promises:
   preflight, which is never granted), at most `_MAX_DEPLOY_BYTES`, its labels validated and
   refused whole when one looks like a secret (`refuse_secret_labels`); a mark the store
   cannot take answers 503 + `Retry-After`;
+- /v1/check is read-only: it is judged in a worker process (errscope.collector.sidecar.
+  checks), never in this one, which imports no scipy; it answers 200 whatever the verdict,
+  or with `gate=http` 200 / 409 / 412 by verdict (`GATE_STATUS`); a worker that cannot
+  answer in time gets 503 + `Retry-After`;
 - errors carry errscope's one error shape (`ErrscopeError.as_dict`) or `{error, message}`.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 from collections import Counter
@@ -42,6 +49,8 @@ from errscope.collector.receive.http_server import MEDIA_JSON, FramingError, Htt
 from errscope.collector.record import Deploy
 from errscope.collector.scrub import Scrubber, default_scrubber
 from errscope.collector.sidecar.admission import RETRY_AFTER_S
+from errscope.collector.sidecar.checks import GATE_STATUS, CheckUnavailable, parse_check_params
+from errscope.collector.sidecar.config import join_address
 from errscope.collector.sidecar.metrics import OPENMETRICS, PROMETHEUS_TEXT
 from errscope.collector.units import parse_time
 from errscope.queries.runner import json_value, run_query
@@ -68,6 +77,7 @@ class ApiHandler(HttpHandler):
         "/metrics": ("GET", "HEAD"),
         "/v1/queries": ("GET", "HEAD"),
         "/v1/query/": ("GET", "HEAD"),
+        "/v1/check": ("GET", "HEAD", "POST"),
         "/v1/deploys": ("POST",),
     }
 
@@ -126,7 +136,39 @@ class ApiHandler(HttpHandler):
         if parts.path.startswith("/v1/query/"):
             self._query(unquote(parts.path.removeprefix("/v1/query/")), parts.query)
             return
+        if parts.path == "/v1/check":
+            self._check(parts.query)
+            return
         self._not_allowed()
+
+    def _check(self, query_string: str) -> None:
+        """The deploy gate, judged by the worker; the body is `errscope check --json`'s."""
+        try:
+            params = parse_check_params(query_string)
+        except QueryError as exc:
+            self._send(HTTPStatus.BAD_REQUEST, orjson.dumps(exc.as_dict()), MEDIA_JSON)
+            return
+        host, port = self.server.server_address[:2]
+        api_url = f"http://{join_address(_reachable(str(host)), int(port))}"
+        try:
+            reply = self.server.app.checks.judge(api_url, params.request)
+        except CheckUnavailable as exc:
+            log.warning("check not answered", extra={"code": str(exc)})
+            self._error(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the check worker did not answer; retry",
+            )
+            return
+        answer = reply.get("answer")
+        if not isinstance(answer, dict):
+            status = HTTPStatus(int(reply.get("status", 500)))
+            self._send_error(status, orjson.dumps(reply.get("error") or {}), MEDIA_JSON)
+            return
+        status = HTTPStatus.OK
+        if params.http_gate:
+            status = HTTPStatus(GATE_STATUS[str(answer["verdict"])])
+        self._send(status, orjson.dumps(answer), MEDIA_JSON)
 
     def _query(self, name: str, query_string: str) -> None:
         pairs = parse_qsl(query_string, keep_blank_values=True)
@@ -174,8 +216,15 @@ class ApiHandler(HttpHandler):
         self._send(HTTPStatus.OK, body, MEDIA_JSON, vary)
 
     def do_POST(self) -> None:  # noqa: N802 - http.server dispatches on this name
-        """POST /v1/deploys: mark a deploy (service, version, environment, optional ts)."""
-        if urlsplit(self.path).path != "/v1/deploys":
+        """POST /v1/deploys: mark a deploy (service, version, environment, optional ts);
+        POST /v1/check: as GET, the body ignored (a Flagger webhook POSTs its payload)."""
+        parts = urlsplit(self.path)
+        if parts.path == "/v1/check":
+            self._drain()
+            if self._authorised():
+                self._check(parts.query)
+            return
+        if parts.path != "/v1/deploys":
             self._not_allowed()
             return
         if not self._authorised():
@@ -244,6 +293,17 @@ class ApiHandler(HttpHandler):
             ),
             MEDIA_JSON,
         )
+
+
+def _reachable(host: str) -> str:
+    """The address a local process reaches a listener on: loopback for a wildcard bind."""
+    try:
+        ip = ipaddress.ip_address(host or "0.0.0.0")  # noqa: S104 - read, not bound
+    except ValueError:
+        return host  # a host name: it resolves here as it did for the bind
+    if ip.is_unspecified:
+        return "::1" if ip.version == 6 else "127.0.0.1"
+    return host
 
 
 def negotiate(accept: Sequence[str], offered: Sequence[str]) -> str | None:

@@ -50,6 +50,7 @@ from errscope.collector.receive.otlp_grpc import start_grpc_server
 from errscope.collector.receive.otlp_http import OtlpHttpHandler
 from errscope.collector.sidecar.admission import Admission, IngestResult
 from errscope.collector.sidecar.api import ApiHandler
+from errscope.collector.sidecar.checks import CheckRunner
 from errscope.collector.sidecar.config import ServeConfig, join_address, parse_address
 from errscope.collector.sidecar.metrics import Metrics
 from errscope.collector.spanview import SpanView
@@ -104,6 +105,10 @@ class Sidecar:
             max_delay_s=config.commit_delay_s,
             max_spans=config.commit_spans,
             on_commit=self._after_commit,
+        )
+        # /v1/check's worker process, started on the first request (sidecar.checks).
+        self.checks = CheckRunner(
+            token=config.token, trace_url=config.trace_url, catalog_files=config.catalog_files
         )
         self._processing = threading.BoundedSemaphore(PROCESSING_SLOTS)
         self._http: list[HttpServer[Sidecar]] = []
@@ -234,6 +239,7 @@ class Sidecar:
             httpd.start_drain()  # connections without a whole request close after a grace
         if self._grpc is not None:
             self._grpc.stop(grace=5).wait(6)
+        self.checks.close()  # before the join: a check in flight reads the API back
         for httpd in self._http:
             httpd.server_close()  # joins in-flight handler threads
         self.writer.stop()

@@ -25,6 +25,7 @@ from errscope.collector.pipeline import ContentPolicy, NonToolPolicy
 from errscope.collector.ports import is_loopback
 from errscope.collector.receive.otlp_decode import DEFAULT_MAX_BODY_BYTES
 from errscope.collector.store.duckdb import DEFAULT_MEMORY_LIMIT, MEMORY_SIZE_HINT, is_memory_size
+from errscope.queries.links import expand_template
 
 __all__ = [
     "DEFAULT_MAX_INFLIGHT_BYTES",
@@ -89,9 +90,14 @@ class ServeConfig:
     catalog_files: tuple[str, ...] = ()
     # errscope.toml's [[matchers]]: user rules for tool spans, after the known conventions.
     matchers: tuple[Matcher, ...] = ()
+    # Where a human reads a trace: a preset or template (errscope.queries.links); used in
+    # /v1/check's answers.  None: no links.
+    trace_url: str | None = None
 
     def check(self) -> None:
         """Refuse unsafe or unusable settings with a ConfigError naming the flag."""
+        if self.trace_url is not None:
+            expand_template(self.trace_url)  # a ConfigError naming trace_url
         for name in ("otlp_grpc", "otlp_http", "api"):
             value = getattr(self, name)
             if value is None:

@@ -68,5 +68,9 @@ for row in rows:
             )
         st.markdown("**First failing calls** (look them up on the Tracebacks page)")
         codes = {f.code for f in tool_findings}
-        first = detail.first_calls
-        st.dataframe(first[first["code"].isin(codes)], hide_index=True)
+        first = ui.with_trace_links(detail.first_calls, ctx.trace_url)
+        st.dataframe(
+            first[first["code"].isin(codes)],
+            hide_index=True,
+            column_config=ui.trace_link_column(),
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from errscope.dashboards import data, ui
+from errscope.queries.links import trace_url
 
 ctx = ui.current()
 st.title("Tracebacks")
@@ -44,10 +45,16 @@ if ident:
         st.info(f"No call or traceback carries `{ident}` in the last 7 days.")
     if not calls.empty:
         st.markdown(f"**{len(calls)} calls**")
-        st.dataframe(calls, hide_index=True)
+        st.dataframe(
+            ui.with_trace_links(calls, ctx.trace_url),
+            hide_index=True,
+            column_config=ui.trace_link_column(),
+        )
     for _, s in samples.iterrows():
+        link = trace_url(ctx.trace_url, str(s["trace_id"]), str(s["span_id"]))
         st.markdown(
             f"**{s['exception_type']}** in `{s['tool']}` ({s['service']} {s['version']}), "
             f"{ui.format_ts(s['ts'])}, trace `{s['trace_id']}`"
+            + (f" ([open trace]({link}))" if link else "")
         )
         st.code(str(s["text"]), language="text")
