@@ -19,7 +19,8 @@ from typing import Final
 MARKER = re.compile(rb"\[REDACTED:[\w.-]+(?::hmac=[0-9a-f]{16})?\]")
 
 
-_REPEAT_MIN_BYTES: Final = 12
+# nine bytes: a nine-digit SSN found beside its label is masked where it is repeated too
+_REPEAT_MIN_BYTES: Final = 9
 _MAX_REPEATED: Final = 32
 
 
