@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from errscope.collector.cli._common import handle_errors
+from errscope.collector.cli.scrub import pii_groups, scrubber_options
 from errscope.collector.cli.settings import config_option, file_matchers
 from errscope.collector.config import (
     API_ADDRESS,
@@ -114,6 +115,7 @@ def _off(value: str) -> str | None:
     type=click.Path(exists=True, dir_okay=False),
     help="A user catalog file; its codes are stored as themselves, not as unknown (repeatable).",
 )
+@scrubber_options
 @handle_errors
 def serve(
     *,
@@ -132,6 +134,9 @@ def serve(
     content: str,
     log_format: str,
     catalogs: tuple[str, ...],
+    rule_files: tuple[Path, ...],
+    pii: bool,
+    pii_off: tuple[str, ...],
 ) -> None:
     """Run the sidecar: OTLP in, stored tool-call codes, query API, optional forwarding.
 
@@ -156,6 +161,8 @@ def serve(
         content=ContentPolicy(content),
         catalog_files=tuple(catalogs),
         matchers=file_matchers(click.get_current_context()),
+        rule_files=tuple(str(f) for f in rule_files),
+        pii_groups=pii_groups(pii=pii, pii_off=pii_off),
     )
     raise SystemExit(run(config))
 

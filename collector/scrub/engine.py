@@ -375,6 +375,12 @@ class Scrubber:
         """Merged, sorted (start, stop, rule index) spans in `data` to mask."""
         if not data:
             return []
+        # A value scrubbed before holds markers; what a rule finds over one (a generic rule
+        # reading `KEY=[REDACTED:x]` as a value) is no secret, for contains_secret too, so a
+        # marked value is read whole and its findings over markers dropped before answering.
+        marked = b"[REDACTED:" in data
+        if marked and first_only:
+            return outside_markers(data, self._find(data, first_only=False, depth=depth))[:1]
         found, has_base64 = self._scan(data, first_only=first_only)
         if first_only and found:
             return found
@@ -395,7 +401,7 @@ class Scrubber:
                         return found
         if depth == 0 and found and not first_only:
             found += repeated_findings(data, found)
-        if b"[REDACTED:" in data:
+        if marked:
             found = outside_markers(data, found)
         found.sort(key=lambda span: (span[0], span[2]))
         merged: list[tuple[int, int, int]] = []
