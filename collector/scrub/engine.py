@@ -48,7 +48,13 @@ import hyperscan
 import re2
 
 from errscope.collector.errors import RulesError, RulesErrorKind
-from errscope.collector.scrub.findings import MARKER, outside_markers, repeated_findings, split_at
+from errscope.collector.scrub.findings import (
+    MARKER,
+    clear_of_escapes,
+    outside_markers,
+    repeated_findings,
+    split_at,
+)
 from errscope.collector.scrub.rules import AllowList, Rule, RuleSet, compile_regex, load_rules
 from errscope.collector.scrub.tracebacks import strip_traceback_count
 from errscope.collector.scrub.validators import VALIDATORS, public_jwt, shannon_entropy
@@ -268,6 +274,7 @@ class Scrubber:
             return Scrubbed(value, _NO_COUNTS)
         pieces: list[bytes] = []
         last = 0
+        spans = clear_of_escapes(data, spans)
         for start, stop, index in split_at(spans, chunk_separators(data) if spans else []):
             pieces.append(data[last:start])
             pieces.append(self._marker(self._compiled[index].rule.id, data[start:stop]))
