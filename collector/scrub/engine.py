@@ -389,6 +389,8 @@ class Scrubber:
         if marked and first_only:
             return outside_markers(data, self._find(data, first_only=False, depth=depth))[:1]
         found, has_base64 = self._scan(data, first_only=first_only)
+        if found and depth == 0:
+            found = self._whole_in_deltas(data, found)
         if first_only and found:
             return found
         views = decoded_views(data)
@@ -419,6 +421,26 @@ class Scrubber:
             else:
                 merged.append((start, stop, index))
         return merged
+
+    def _whole_in_deltas(
+        self, data: bytes, found: list[tuple[int, int, int]]
+    ) -> list[tuple[int, int, int]]:
+        """`found` without PII findings that touch a delta's edge when `data` is streamed
+        deltas: the number or address may go on in the next delta (`"16", "9.254.169.254"`
+        is the link-local 169.254.169.254), so it is judged in the deltas joined, which are
+        scanned as a view of their own."""
+        if not any(self._compiled[index].rule.group == "pii" for _, _, index in found):
+            return found
+        separators = chunk_separators(data)
+        if not separators:
+            return found
+        edges = {stop for _, stop in separators} | {start for start, _ in separators}
+        return [
+            (start, stop, index)
+            for start, stop, index in found
+            if self._compiled[index].rule.group != "pii"
+            or (start not in edges and stop not in edges)
+        ]
 
     def _in_base64(self, view: View, *, first_only: bool, depth: int) -> list[tuple[int, int, int]]:
         """Whole base64 runs of `view` whose decoded text holds a secret, in raw offsets.
