@@ -389,12 +389,19 @@ class Scrubber:
         if marked and first_only:
             return outside_markers(data, self._find(data, first_only=False, depth=depth))[:1]
         found, has_base64 = self._scan(data, first_only=first_only)
-        if found and depth == 0:
-            found = self._whole_in_deltas(data, found)
         if first_only and found:
             return found
         views = decoded_views(data)
+        # Streamed deltas are read joined: the raw array (and views decoded from it) cut
+        # names, numbers and addresses at every delta's edge (`"16", "9.254.169.254"` is
+        # the link-local 169.254.169.254; `"next_pag", "e_token is …"` a page token), and
+        # whatever is in one delta is in the joined text too, with all its context.
+        streamed = len(views) > 1 and views[1].joined
+        if streamed:
+            found = []
         for view in views[1:]:
+            if streamed and not _from_joined(view):
+                continue
             for start, stop, index in self._scan(view.data, first_only=first_only)[0]:
                 raw_start = view.to_raw(start, end=False)
                 found.append((raw_start, view.to_raw(stop, end=True), index))
@@ -421,26 +428,6 @@ class Scrubber:
             else:
                 merged.append((start, stop, index))
         return merged
-
-    def _whole_in_deltas(
-        self, data: bytes, found: list[tuple[int, int, int]]
-    ) -> list[tuple[int, int, int]]:
-        """`found` without PII findings that touch a delta's edge when `data` is streamed
-        deltas: the number or address may go on in the next delta (`"16", "9.254.169.254"`
-        is the link-local 169.254.169.254), so it is judged in the deltas joined, which are
-        scanned as a view of their own."""
-        if not any(self._compiled[index].rule.group == "pii" for _, _, index in found):
-            return found
-        separators = chunk_separators(data)
-        if not separators:
-            return found
-        edges = {stop for _, stop in separators} | {start for start, _ in separators}
-        return [
-            (start, stop, index)
-            for start, stop, index in found
-            if self._compiled[index].rule.group != "pii"
-            or (start not in edges and stop not in edges)
-        ]
 
     def _in_base64(self, view: View, *, first_only: bool, depth: int) -> list[tuple[int, int, int]]:
         """Whole base64 runs of `view` whose decoded text holds a secret, in raw offsets.
@@ -634,6 +621,16 @@ def _entropy_floor(rule: Rule, secret: bytes) -> float:
     if not secret.translate(None, _HEX_DIGITS):
         return floor - _HEX_ENTROPY_ALLOWANCE
     return floor
+
+
+def _from_joined(view: View) -> bool:
+    """Whether `view` is a string array's joined deltas or decoded from them."""
+    node: View | None = view
+    while node is not None:
+        if node.joined:
+            return True
+        node = node.parent
+    return False
 
 
 def _decode(data: bytes) -> str:
