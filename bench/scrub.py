@@ -22,15 +22,17 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import subprocess
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from errscope.collector.scrub import Scrubber, load_rules
+from errscope.collector.scrub import Scrubber, default_scrubber, load_rules
 from errscope.collector.scrub.samples import ALNUM, HEX, SAMPLES, benign_ids, rand
 
 SEED = 20261130
@@ -211,11 +213,175 @@ def growth(scrubber: Scrubber, kind: str | None) -> list[tuple[int, float]]:
     return rows
 
 
+CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
+CORPUS_OUT = Path(__file__).resolve().parent / "out" / "corpus"
+RECALL_BAR = 0.95
+
+
+def _corpus_records(seed: int) -> list[dict]:
+    """The independent corpus for one seed (bench/corpus/secrets.py, run as its own program)."""
+    out = CORPUS_OUT / f"s{seed}.jsonl"
+    if not out.exists():
+        subprocess.run(
+            [
+                sys.executable,
+                str(CORPUS_DIR / "secrets.py"),
+                "--seed",
+                str(seed),
+                "--out",
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line]
+
+
+def _rate(good: int, total: int) -> str:
+    return f"{good / total:7.2%} {good:>5}/{total:<5}" if total else "      -"
+
+
+def corpus_figures(seeds: list[int], ds_every: int) -> None:
+    """Recall, damage and throughput per family on the independent corpus (bench/corpus):
+    errscope with the sidecar's defaults (`default_scrubber().scrub`, PII on) on every value,
+    detect-secrets' default plugins on every `ds_every`-th value of each embedding.  Both are
+    timed in CPU seconds of this thread (`time.thread_time`), so other sessions sharing the
+    machine's cores do not move the ratio; MB/s is value bytes over those seconds."""
+    sys.path.insert(0, str(CORPUS_DIR))
+    from score_secrets import record_leaked  # noqa: PLC0415 - the corpus's own scorer
+
+    scrubber = default_scrubber()
+    scrubber.scrub("warm up")
+    records = [r for seed in seeds for r in _corpus_records(seed)]
+    ok: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    embedding_ok: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    ours: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # s, bytes, values
+    for record in records:
+        value = record["value"]
+        start = time.thread_time()
+        out = scrubber.scrub(value).text
+        elapsed = time.thread_time() - start
+        row = ours[record["embedding"]]
+        row[0] += elapsed
+        row[1] += len(value.encode())
+        row[2] += 1
+        good = out == value if record["kind"] == "benign" else not record_leaked(record, out)
+        tally = ok[(record["kind"], record["family"])]
+        tally[0] += good
+        tally[1] += 1
+        if record["kind"] == "credential":
+            embedding_ok[record["embedding"]][0] += good
+            embedding_ok[record["embedding"]][1] += 1
+    theirs: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    from detect_secrets.settings import default_settings  # noqa: PLC0415 - test dependency
+
+    with default_settings():
+        mask = detect_secrets_masker()
+        mask("warm up")
+        seen: dict[str, int] = defaultdict(int)
+        for record in records:
+            seen[record["embedding"]] += 1
+            if seen[record["embedding"]] % ds_every:
+                continue
+            start = time.thread_time()
+            mask(record["value"])
+            row = theirs[record["embedding"]]
+            row[0] += time.thread_time() - start
+            row[1] += len(record["value"].encode())
+
+    _print_corpus(
+        seeds, len(records), ds_every, ok=ok, embedding_ok=embedding_ok, ours=ours, theirs=theirs
+    )
+
+
+def _print_corpus(
+    seeds: list[int],
+    n_records: int,
+    ds_every: int,
+    *,
+    ok: dict[tuple[str, str], list[int]],
+    embedding_ok: dict[str, list[int]],
+    ours: dict[str, list[float]],
+    theirs: dict[str, list[float]],
+) -> None:
+    def kind_total(kind: str) -> tuple[int, int]:
+        rows = [v for (k, _), v in ok.items() if k == kind]
+        return sum(r[0] for r in rows), sum(r[1] for r in rows)
+
+    total_bytes = sum(r[1] for r in ours.values())
+    print(
+        f"independent corpus (bench/corpus/secrets.py, seeds {','.join(map(str, seeds))}): "
+        f"{n_records} values, {total_bytes / 1e6:.2f} MB; errscope with the sidecar's "
+        f"defaults (secrets and every PII group)"
+    )
+    cred, pii, benign = kind_total("credential"), kind_total("pii"), kind_total("benign")
+    formats = sorted((v[0] / v[1], f) for (k, f), v in ok.items() if k == "credential")
+    weak = [(r, f) for r, f in formats if r < RECALL_BAR]
+    print(
+        f"credential recall {_rate(*cred)} ({len(formats)} formats; "
+        f"{len(weak)} below {RECALL_BAR:.0%}; target >= 99.5%, none below 95%)"
+    )
+    for rate, family in weak:
+        print(f"    {rate:7.2%}  {family}")
+    print(f"PII recall        {_rate(*pii)} (target >= 99%)")
+    print(
+        f"benign damage     {1 - benign[0] / benign[1]:7.2%} {benign[1] - benign[0]:>5}/"
+        f"{benign[1]:<5} (target <= 0.5%)"
+    )
+    print("worst credential formats: " + ", ".join(f"{f} {r:.1%}" for r, f in formats[:5]))
+    print("PII per family:")
+    for (kind, family), (good, total) in sorted(ok.items()):
+        if kind == "pii":
+            print(f"    {family:<22} {_rate(good, total)}")
+    print("benign per family (kept byte-identical):")
+    for (kind, family), (good, total) in sorted(ok.items()):
+        if kind == "benign":
+            print(f"    {family:<22} {_rate(good, total)}")
+    print(
+        f"per embedding: credential recall; errscope MB/s and us/value; detect-secrets MB/s "
+        f"(every {ds_every}th value); ratio"
+    )
+    print(
+        f"    {'embedding':<18} {'recall':>20} {'MB/s':>7} {'us/value':>9} "
+        f"{'d-s MB/s':>9} {'ratio':>6}"
+    )
+    for embedding in sorted(ours):
+        seconds, size, count = ours[embedding]
+        ds_seconds, ds_size = theirs.get(embedding, [0.0, 0.0])
+        ours_mb = size / seconds / 1e6
+        ds_mb = ds_size / ds_seconds / 1e6 if ds_seconds else float("nan")
+        recall = _rate(*embedding_ok[embedding]) if embedding in embedding_ok else "-"
+        print(
+            f"    {embedding:<18} {recall:>20} {ours_mb:>7.2f} {seconds / count * 1e6:>9.0f} "
+            f"{ds_mb:>9.3f} {ours_mb / ds_mb:>5.0f}x"
+        )
+    seconds = sum(r[0] for r in ours.values())
+    ds_seconds = sum(r[0] for r in theirs.values())
+    ds_bytes = sum(r[1] for r in theirs.values())
+    ours_mb, ds_mb = total_bytes / seconds / 1e6, ds_bytes / ds_seconds / 1e6
+    print(
+        f"throughput: errscope {ours_mb:.2f} MB/s ({seconds / n_records * 1e6:.0f} us/value), "
+        f"detect-secrets {ds_mb:.3f} MB/s; ratio {ours_mb / ds_mb:.0f}x (target >= 100x)"
+    )
+
+
 def main() -> int:
     """Run the benchmark and print the figures and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller corpus, for a smoke run")
+    parser.add_argument(
+        "--seeds", default="1,2,3", help="independent-corpus seeds (comma-separated; '' for none)"
+    )
+    parser.add_argument(
+        "--corpus-only", action="store_true", help="only the independent-corpus figures"
+    )
     args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    if seeds:
+        corpus_figures(seeds[:1] if args.quick else seeds, ds_every=16 if args.quick else 4)
+        if args.corpus_only:
+            return 0
+        print()
     per_rule, benign = (2, 300) if args.quick else (6, 2400)
     planted, benign_values = build_corpus(per_rule, benign)
     scrubber = Scrubber(load_rules())

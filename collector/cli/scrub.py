@@ -16,19 +16,23 @@ import json
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO, NoReturn, TypeVar
 
 import click
 import orjson
 
 from errscope.collector.cli._common import EXIT_USAGE
 from errscope.collector.errors import RulesError
+from errscope.collector.scrub import build_scrubber
 from errscope.collector.scrub.engine import Scrubber
-from errscope.collector.scrub.rules import PII_GROUPS, load_rules
+from errscope.collector.scrub.rules import PII_GROUPS
 from errscope.collector.scrub.tracebacks import redact_traceback
 
-__all__ = ["scrub"]
+__all__ = ["pii_groups", "scrub", "scrubber_options"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str) -> NoReturn:
@@ -36,33 +40,44 @@ def _fail(message: str) -> NoReturn:
     sys.exit(EXIT_USAGE)
 
 
+def scrubber_options(func: F) -> F:
+    """`--rules`, `--pii/--no-pii` and `--no-pii-group`: the switches `errscope scrub` and
+    `errscope serve` share, so the two scrub with one set of defaults."""
+    func = click.option(
+        "--no-pii-group",
+        "pii_off",
+        multiple=True,
+        type=click.Choice(PII_GROUPS),
+        help="Leave one PII group unmasked (repeatable).",
+    )(func)
+    func = click.option(
+        "--pii/--no-pii",
+        default=True,
+        show_default=True,
+        help="Mask PII too (e-mails, phones, cards, IBANs, SSNs, public IPs).",
+    )(func)
+    return click.option(
+        "--rules",
+        "rule_files",
+        multiple=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Extra gitleaks-shaped rule file (TOML); may be repeated.",
+    )(func)
+
+
+def pii_groups(*, pii: bool, pii_off: Sequence[str]) -> tuple[str, ...]:
+    """The PII groups the switches leave on (all of them by default)."""
+    return tuple(g for g in PII_GROUPS if g not in pii_off) if pii else ()
+
+
 @click.command("scrub")
-@click.option(
-    "--rules",
-    "rule_files",
-    multiple=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Extra gitleaks-shaped rule file (TOML); may be repeated.",
-)
+@scrubber_options
 @click.option("--jsonl", is_flag=True, help='Read and write lines of {"id": ..., "text": ...}.')
 @click.option(
     "--traceback",
     "human_traceback",
     is_flag=True,
     help="With --jsonl: write the redacted human copy of each traceback instead.",
-)
-@click.option(
-    "--pii/--no-pii",
-    default=True,
-    show_default=True,
-    help="Mask PII too, as the sidecar does (e-mails, phones, cards, IBANs, SSNs, public IPs).",
-)
-@click.option(
-    "--no-pii-group",
-    "pii_off",
-    multiple=True,
-    type=click.Choice(PII_GROUPS),
-    help="Leave one PII group unmasked (repeatable).",
 )
 @click.option("--secrets-only", is_flag=True, help="Mask secrets but leave tracebacks in place.")
 @click.option("--stats", is_flag=True, help="Print redaction counts per rule to stderr.")
@@ -80,8 +95,7 @@ def scrub(
     if human_traceback and not jsonl:
         _fail("error[usage]: --traceback needs --jsonl")
     try:
-        groups = [g for g in PII_GROUPS if g not in pii_off] if pii else []
-        scrubber = Scrubber(load_rules(rule_files, pii_groups=groups))
+        scrubber = build_scrubber(rule_files, pii_groups=pii_groups(pii=pii, pii_off=pii_off))
     except RulesError as exc:
         _fail(exc.describe())
     for rule_id in scrubber.rules.ignored:

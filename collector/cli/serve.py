@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from errscope.collector.cli._common import handle_errors
+from errscope.collector.cli.scrub import pii_groups, scrubber_options
 from errscope.collector.cli.settings import config_option, file_matchers
 from errscope.collector.cli.trace_links import trace_url_option
 from errscope.collector.config import (
@@ -116,6 +117,7 @@ def _off(value: str) -> str | None:
     help="A user catalog file; its codes are stored as themselves, not as unknown (repeatable).",
 )
 @trace_url_option
+@scrubber_options
 @handle_errors
 def serve(
     *,
@@ -135,6 +137,9 @@ def serve(
     log_format: str,
     catalogs: tuple[str, ...],
     trace_url: str | None,
+    rule_files: tuple[Path, ...],
+    pii: bool,
+    pii_off: tuple[str, ...],
 ) -> None:
     """Run the sidecar: OTLP in, stored tool-call codes, query API, optional forwarding.
 
@@ -160,6 +165,8 @@ def serve(
         catalog_files=tuple(catalogs),
         matchers=file_matchers(click.get_current_context()),
         trace_url=trace_url,
+        rule_files=tuple(str(f) for f in rule_files),
+        pii_groups=pii_groups(pii=pii, pii_off=pii_off),
     )
     raise SystemExit(run(config))
 

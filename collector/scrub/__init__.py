@@ -11,7 +11,9 @@ never raises on a value; only loading rules raises, as `errscope.collector.error
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from pathlib import Path
 
 from errscope.collector.scrub import tracebacks as _tracebacks
 from errscope.collector.scrub.engine import Scrubbed, Scrubber
@@ -25,6 +27,7 @@ __all__ = [
     "RuleSet",
     "Scrubbed",
     "Scrubber",
+    "build_scrubber",
     "default_scrubber",
     "load_rules",
     "redact_traceback",
@@ -32,12 +35,25 @@ __all__ = [
 ]
 
 
+def build_scrubber(
+    rule_files: Sequence[str | Path] = (), *, pii_groups: Iterable[str] = PII_GROUPS
+) -> Scrubber:
+    """The one way every entrance builds its scrubber: the built-in rules, the user's
+    gitleaks-shaped rule files after them, and the PII groups asked for (all by default).
+
+    `errscope serve` and `errscope scrub` (`--rules`, `--no-pii`, `--no-pii-group`),
+    `instrument()`, the sidecar's pipeline and the toolkit's `got` all come here, so the
+    same input scrubs to the same output through each.  Raises RulesError for a bad file.
+    """
+    return Scrubber(load_rules([Path(f) for f in rule_files], pii_groups=tuple(pii_groups)))
+
+
 @lru_cache(maxsize=1)
 def default_scrubber() -> Scrubber:
-    """The shared scrubber (compiled once, thread-safe): the built-in secret rules and every
-    PII group, since what it scrubs is free text that leaves (forwarded spans, stored
-    traceback samples, kept messages)."""
-    return Scrubber(load_rules(pii_groups=PII_GROUPS))
+    """The shared scrubber (compiled once, thread-safe): `build_scrubber()`'s defaults, the
+    built-in secret rules and every PII group, since what it scrubs is free text that
+    leaves (forwarded spans, stored traceback samples, kept messages)."""
+    return build_scrubber()
 
 
 def redact_traceback(text: str, scrubber: Scrubber | None = None) -> RedactedTraceback | None:

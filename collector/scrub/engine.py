@@ -48,7 +48,13 @@ import hyperscan
 import re2
 
 from errscope.collector.errors import RulesError, RulesErrorKind
-from errscope.collector.scrub.findings import MARKER, outside_markers, repeated_findings, split_at
+from errscope.collector.scrub.findings import (
+    MARKER,
+    clear_of_escapes,
+    outside_markers,
+    repeated_findings,
+    split_at,
+)
 from errscope.collector.scrub.rules import AllowList, Rule, RuleSet, compile_regex, load_rules
 from errscope.collector.scrub.tracebacks import strip_traceback_count
 from errscope.collector.scrub.validators import VALIDATORS, public_jwt, shannon_entropy
@@ -268,6 +274,7 @@ class Scrubber:
             return Scrubbed(value, _NO_COUNTS)
         pieces: list[bytes] = []
         last = 0
+        spans = clear_of_escapes(data, spans)
         for start, stop, index in split_at(spans, chunk_separators(data) if spans else []):
             pieces.append(data[last:start])
             pieces.append(self._marker(self._compiled[index].rule.id, data[start:stop]))
@@ -375,11 +382,26 @@ class Scrubber:
         """Merged, sorted (start, stop, rule index) spans in `data` to mask."""
         if not data:
             return []
+        # A value scrubbed before holds markers; what a rule finds over one (a generic rule
+        # reading `KEY=[REDACTED:x]` as a value) is no secret, for contains_secret too, so a
+        # marked value is read whole and its findings over markers dropped before answering.
+        marked = b"[REDACTED:" in data
+        if marked and first_only:
+            return outside_markers(data, self._find(data, first_only=False, depth=depth))[:1]
         found, has_base64 = self._scan(data, first_only=first_only)
         if first_only and found:
             return found
         views = decoded_views(data)
+        # Streamed deltas are read joined: the raw array (and views decoded from it) cut
+        # names, numbers and addresses at every delta's edge (`"16", "9.254.169.254"` is
+        # the link-local 169.254.169.254; `"next_pag", "e_token is …"` a page token), and
+        # whatever is in one delta is in the joined text too, with all its context.
+        streamed = len(views) > 1 and views[1].joined
+        if streamed:
+            found = []
         for view in views[1:]:
+            if streamed and not _from_joined(view):
+                continue
             for start, stop, index in self._scan(view.data, first_only=first_only)[0]:
                 raw_start = view.to_raw(start, end=False)
                 found.append((raw_start, view.to_raw(stop, end=True), index))
@@ -395,7 +417,7 @@ class Scrubber:
                         return found
         if depth == 0 and found and not first_only:
             found += repeated_findings(data, found)
-        if b"[REDACTED:" in data:
+        if marked:
             found = outside_markers(data, found)
         found.sort(key=lambda span: (span[0], span[2]))
         merged: list[tuple[int, int, int]] = []
@@ -550,9 +572,9 @@ class Scrubber:
         key = hash((rule.id, secret))
         verdict = self._verdicts.get(key)
         if verdict is None:
-            verdict = (rule.entropy is None or shannon_entropy(secret) >= rule.entropy) and (
-                compiled.validate is None or compiled.validate(secret)
-            )
+            verdict = (
+                rule.entropy is None or shannon_entropy(secret) >= _entropy_floor(rule, secret)
+            ) and (compiled.validate is None or compiled.validate(secret))
             if len(self._verdicts) >= _MAX_VERDICTS:
                 self._verdicts.clear()  # a crude bound; refilling costs one check per token
             self._verdicts[key] = verdict
@@ -583,6 +605,32 @@ class Scrubber:
             if checks and (all(checks) if allow.condition == "AND" else any(checks)):
                 return True
         return False
+
+
+_HEX_DIGITS: Final = b"0123456789abcdefABCDEF"
+# A random hex string carries at most 4 bits a character against base64's 6, so at token
+# lengths it reads about half a bit lower: 20 random hex characters score 3.35 at the median
+# and 2.9 at the first percentile (Pusher secrets, 32-hex API keys), below a floor meant for
+# base62. Hex values are measured against the rule's floor less this much.
+_HEX_ENTROPY_ALLOWANCE: Final = 0.6
+
+
+def _entropy_floor(rule: Rule, secret: bytes) -> float:
+    """The rule's entropy floor for this secret: lower by `_HEX_ENTROPY_ALLOWANCE` for hex."""
+    floor = rule.entropy if rule.entropy is not None else 0.0
+    if not secret.translate(None, _HEX_DIGITS):
+        return floor - _HEX_ENTROPY_ALLOWANCE
+    return floor
+
+
+def _from_joined(view: View) -> bool:
+    """Whether `view` is a string array's joined deltas or decoded from them."""
+    node: View | None = view
+    while node is not None:
+        if node.joined:
+            return True
+        node = node.parent
+    return False
 
 
 def _decode(data: bytes) -> str:

@@ -19,7 +19,8 @@ from typing import Final
 MARKER = re.compile(rb"\[REDACTED:[\w.-]+(?::hmac=[0-9a-f]{16})?\]")
 
 
-_REPEAT_MIN_BYTES: Final = 12
+# nine bytes: a nine-digit SSN found beside its label is masked where it is repeated too
+_REPEAT_MIN_BYTES: Final = 9
 _MAX_REPEATED: Final = 32
 
 
@@ -88,3 +89,35 @@ def outside_markers(data: bytes, found: list[tuple[int, int, int]]) -> list[tupl
                 continue
         kept.append(span)
     return kept
+
+
+def clear_of_escapes(data: bytes, spans: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """`spans` moved off backslash escapes at their edges, so a mask never eats half of one.
+
+    A rule whose value class takes a backslash can end a finding on the `\\` of a JSON
+    `\\"` (the masked value would then leave `…]"` and end its string early) or start one
+    right after an escape's backslash (leaving `\\[REDACTED…`). A trailing odd run of
+    backslashes loses its last one; a start after an odd run skips the escaped character
+    (all of `\\uXXXX`). Linear in the spans; each looks at the backslashes beside it only.
+    """
+    if b"\\" not in data:
+        return spans
+    result: list[tuple[int, int, int]] = []
+    for found_start, found_stop, index in spans:
+        start, stop = found_start, found_stop
+        k = start
+        while k > 0 and data[k - 1] == _BACKSLASH:
+            k -= 1
+        if (start - k) % 2:
+            start += 5 if data[start : start + 1] == b"u" else 1
+        j = stop
+        while j > start and data[j - 1] == _BACKSLASH:
+            j -= 1
+        if (stop - j) % 2:
+            stop -= 1
+        if stop > start:
+            result.append((start, stop, index))
+    return result
+
+
+_BACKSLASH: Final = 0x5C

@@ -580,6 +580,7 @@ def _build() -> dict[str, RuleSamples]:  # noqa: PLR0915 - one table row per rul
     s["atlassian-bitbucket-access-token"] = _token("ATCTT3", B64URL, 190)
     s["saas-api-token"] = _token("figd_", B64URL, 40)
     s["airtable-pat"] = _token("patAb3dEf6hIj9kLm.", HEX, 64)
+    s["airtable-legacy-key"] = _token("key", ALNUM, 14, "airtable.connect(api_key='{}')")
     s["airtable-oauth-token"] = _token(
         "Ab3dEf6hIj9kLm2nO.v1.", B64URL, 60, "{}.0123456789abcdef0123456789abcdef"
     )

@@ -119,8 +119,12 @@ def _token(secret: bytes) -> bool:
     """A random-looking token: letters and digits mixed, and not words or numbers joined by
     separators (`user-profile-2024`, `prod.db.creds`), which read as names, not keys."""
     digits = sum(1 for c in secret if 48 <= c <= 57)
-    letters = sum(1 for c in secret if 65 <= c <= 90 or 97 <= c <= 122)
-    if digits < 2 or letters < 4:
+    upper = sum(1 for c in secret if 65 <= c <= 90)
+    lower = sum(1 for c in secret if 97 <= c <= 122)
+    # One digit is enough when upper and lower case are mixed in a long value (Airtable's
+    # legacy keyXXXXXXXXXXXXXX, random base62 that happened to draw one digit).
+    mixed = len(secret) >= 16 and upper >= 2 and lower >= 2
+    if upper + lower < 4 or digits < (1 if mixed else 2):
         return False
     return not all(_WORDISH.fullmatch(part) for part in _TOKEN_SPLIT.split(secret) if part)
 

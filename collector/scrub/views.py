@@ -94,7 +94,8 @@ _PERCENT_TABLE: Final = {
 # key sk-...", ...).  A secret cut across deltas is read in the deltas joined; masking then
 # keeps the array's separators, so every delta keeps its place and only its part of the
 # secret becomes a mask.
-_CHUNK_SEP: Final = re.compile(rb'(^\s*\[\s*"|"\s*,\s*"|"\s*\]\s*$)')
+# One JSON string literal (escapes included), in the unrolled form that loops in C.
+_JSON_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 
 @dataclass(slots=True)
@@ -108,6 +109,7 @@ class View:
     d_len: Sequence[int] = ()
     r_pos: Sequence[int] = ()
     r_len: Sequence[int] = ()
+    joined: bool = False  # a string array's deltas joined (see `_joined_deltas`)
 
     def to_raw(self, pos: int, *, end: bool) -> int:
         view: View | None = self
@@ -216,7 +218,11 @@ def _derive(view: View, pattern: re.Pattern[bytes], decode: Callable[[bytes], by
     Written with `split`, `map` and `accumulate` so the per-escape work runs in C, and with
     int64 arrays for the map: a value can hold millions of escapes.
     """
-    parts = pattern.split(view.data)  # text, escape, text, escape, ..., text
+    return _view_of(view, pattern.split(view.data), decode)
+
+
+def _view_of(view: View, parts: list[bytes], decode: Callable[[bytes], bytes]) -> View:
+    """The view whose escapes are `parts[1::2]` (text, escape, text, ..., text), decoded."""
     raw_lengths = array("q", map(len, parts))
     parts[1::2] = map(decode, parts[1::2])
     decoded_lengths = array("q", map(len, parts))
@@ -248,11 +254,37 @@ def _is_string_array(data: bytes) -> bool:
     return isinstance(parsed, list) and len(parsed) > 1 and all(isinstance(p, str) for p in parsed)
 
 
+def _framing(data: bytes) -> list[tuple[int, int]]:
+    """The framing of a JSON array of strings (`["`, `", "`, `"]`): what lies between its
+    string literals, quotes included. Found from the literals, so an escaped quote inside a
+    delta (`\\",` in a JSON document streamed as deltas) is never taken for framing."""
+    spans: list[tuple[int, int]] = []
+    last = 0
+    for match in _JSON_STRING.finditer(data):
+        spans.append((last, match.start() + 1))
+        last = match.end() - 1
+    spans.append((last, len(data)))
+    return spans
+
+
 def chunk_separators(data: bytes) -> list[tuple[int, int]]:
     """The byte spans of a string array's framing (`["`, `", "`, `"]`), or none."""
     if not _is_string_array(data):
         return []
-    return [match.span() for match in _CHUNK_SEP.finditer(data)]
+    return _framing(data)
+
+
+def _joined_deltas(view: View) -> View:
+    """A string array's deltas joined: its framing removed, the offset map kept."""
+    parts: list[bytes] = []
+    last = 0
+    for start, stop in _framing(view.data):
+        parts += (view.data[last:start], view.data[start:stop])
+        last = stop
+    parts.append(view.data[last:])
+    joined = _view_of(view, parts, _decode_nothing)
+    joined.joined = True
+    return joined
 
 
 def _decode_nothing(_token: bytes) -> bytes:
@@ -262,7 +294,7 @@ def _decode_nothing(_token: bytes) -> bytes:
 def decoded_views(data: bytes) -> list[View]:
     views = [View(data)]
     if _is_string_array(data):
-        views.append(_derive(views[0], _CHUNK_SEP, _decode_nothing))
+        views.append(_joined_deltas(views[0]))
     if not _VIEW_TRIGGER.search(data):
         return views  # most values: no byte that starts an escape (one C scan, not six)
     index = 0

@@ -48,6 +48,7 @@ from errscope.collector.receive.http_server import HttpServer
 from errscope.collector.receive.otlp_decode import decode_json, decode_protobuf, read_body
 from errscope.collector.receive.otlp_grpc import start_grpc_server
 from errscope.collector.receive.otlp_http import OtlpHttpHandler
+from errscope.collector.scrub import PII_GROUPS, build_scrubber, default_scrubber
 from errscope.collector.sidecar.admission import Admission, IngestResult
 from errscope.collector.sidecar.api import ApiHandler
 from errscope.collector.sidecar.checks import CheckRunner
@@ -78,6 +79,11 @@ class Sidecar:
         catalog = (
             load_catalog([Path(f) for f in config.catalog_files]) if config.catalog_files else None
         )
+        # Before the store too: a bad rule file stops start-up with its one-line error.
+        if config.rule_files or set(config.pii_groups) != set(PII_GROUPS):
+            scrubber = build_scrubber(config.rule_files, pii_groups=config.pii_groups)
+        else:
+            scrubber = default_scrubber()  # the defaults: the process's one compiled copy
         exporter = make_exporter(config.forward) if config.forward else None  # may refuse it
         self.store = open_store(
             config.store, data_path=config.data_path, memory_limit=config.store_memory
@@ -90,6 +96,7 @@ class Sidecar:
             forward=config.forward is not None,
             matchers=config.matchers,
             content=config.content,
+            scrubber=scrubber,
         )
         self.metrics = Metrics()
         self.admission = Admission(

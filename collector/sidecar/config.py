@@ -24,6 +24,7 @@ from errscope.collector.errors import ConfigError, ConfigErrorKind
 from errscope.collector.pipeline import ContentPolicy, NonToolPolicy
 from errscope.collector.ports import is_loopback
 from errscope.collector.receive.otlp_decode import DEFAULT_MAX_BODY_BYTES
+from errscope.collector.scrub.rules import PII_GROUPS
 from errscope.collector.store.duckdb import DEFAULT_MEMORY_LIMIT, MEMORY_SIZE_HINT, is_memory_size
 from errscope.queries.links import expand_template
 
@@ -93,6 +94,10 @@ class ServeConfig:
     # Where a human reads a trace: a preset or template (errscope.queries.links); used in
     # /v1/check's answers.  None: no links.
     trace_url: str | None = None
+    # `--rules`: gitleaks-shaped scrub rule files after the built-in rules, checked at start.
+    rule_files: tuple[str, ...] = ()
+    # The PII groups masked in every free text that leaves (`--no-pii`, `--no-pii-group`).
+    pii_groups: tuple[str, ...] = PII_GROUPS
 
     def check(self) -> None:
         """Refuse unsafe or unusable settings with a ConfigError naming the flag."""

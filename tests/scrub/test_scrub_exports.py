@@ -14,6 +14,7 @@ def test_exported_members() -> None:
         "RuleSet",
         "Scrubbed",
         "Scrubber",
+        "build_scrubber",
         "default_scrubber",
         "load_rules",
         "redact_traceback",

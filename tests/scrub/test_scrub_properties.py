@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import uuid
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from errscope.collector.scrub import Scrubber, default_scrubber, load_rules
-from errscope.collector.scrub.samples import SAMPLES
+from errscope.collector.scrub.samples import SAMPLES, benign_ids
 
 _SCRUBBER: Scrubber = Scrubber(load_rules(pii=True))
 _WRAPPERS: dict[str, Callable[[str, str], str]] = {
@@ -42,6 +43,50 @@ def test_planted_secret_never_survives(rule_id: str, wrapper: str, seed: int, pa
     out = _SCRUBBER.scrub(_WRAPPERS[wrapper](planted.text, pad)).text
     assert planted.core not in out
     assert quote(planted.core, safe="") not in out
+
+
+def _deltas(text: str, cuts: list[int]) -> list[str]:
+    """`text` cut into streamed deltas at the given offsets (any offset, inside the secret too)."""
+    points = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
+    return [text[a:b] for a, b in itertools.pairwise(points)]
+
+
+@_SETTINGS
+@given(
+    rule_id=st.sampled_from(sorted(SAMPLES)),
+    seed=st.integers(0, 2**32 - 1),
+    cuts=st.lists(st.integers(0, 10**6), min_size=1, max_size=40),
+    wrapper=st.sampled_from(["plain", "json"]),
+)
+def test_planted_secret_streamed_in_deltas_never_survives(
+    rule_id: str, seed: int, cuts: list[int], wrapper: str
+) -> None:
+    """A secret of any rule, streamed as a JSON array of deltas cut at any offsets, is gone
+    from the deltas joined again, and the array stays an array of as many strings."""
+    planted = SAMPLES[rule_id].make(random.Random(seed))
+    text = _WRAPPERS[wrapper](planted.text, "tool said")
+    deltas = _deltas(text, cuts)
+    out = json.loads(_SCRUBBER.scrub(json.dumps(deltas)).text)
+    assert isinstance(out, list)
+    assert len(out) == len(deltas)
+    assert planted.core not in "".join(out)
+
+
+@_SETTINGS
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    cuts=st.lists(st.integers(0, 10**6), max_size=20),
+    pad=_PAD,
+)
+def test_benign_ids_survive_whole_and_streamed(seed: int, cuts: list[int], pad: str) -> None:
+    """Every benign id family (trace and span ids, traceparent, UUIDs, ULIDs, git SHAs,
+    digests, object and message ids, numbers) comes out unchanged, alone in text and
+    streamed in deltas cut anywhere."""
+    ids = benign_ids(random.Random(seed))
+    text = f"{pad} " + " ".join(ids) + f" {pad}"
+    assert _SCRUBBER.scrub(text).text == text
+    deltas = _deltas(text, cuts)
+    assert json.loads(_SCRUBBER.scrub(json.dumps(deltas)).text) == deltas
 
 
 _HEX = "0123456789abcdef"

@@ -187,3 +187,24 @@ def test_a_planted_secret_split_at_any_chunk_boundary_never_survives(
     value = json.dumps([text[:point], text[point:]])
     out = _ALL.scrub(value).text
     assert planted.core not in "".join(json.loads(out))
+
+
+@pytest.mark.parametrize(
+    ("deltas", "masked"),
+    [
+        pytest.param(["peer_ip is ", "16", "9.254.169.254 now"], False, id="link-local-cut"),
+        pytest.param(["peer_ip is 10.0.", "3.7 now"], False, id="private-cut"),
+        pytest.param(["peer_ip is ", "8.8", ".8.8 now"], True, id="public-cut"),
+        pytest.param(["peer_ip is 8.8.8.8", " now"], True, id="public-at-edge"),
+        pytest.param(["card 4111 1111", " 1111 1111 ok"], True, id="card-cut"),
+    ],
+)
+def test_pii_cut_at_a_delta_edge_is_judged_in_the_deltas_joined(
+    deltas: list[str], masked: bool
+) -> None:
+    """A number or address touching a delta's edge is judged whole: the tail of a private
+    address is not read as a public one, and a public one cut anywhere is still masked."""
+    value = json.dumps(deltas)
+    out = json.loads(default_scrubber().scrub(value).text)
+    assert len(out) == len(deltas)
+    assert ("[REDACTED:" in "".join(out)) is masked
