@@ -3,8 +3,9 @@
 `request_context(views, matchers)` returns, per tool span, a `Related`: its child spans (an
 HTTP client child carries the status), the ids it inherits from its nearest ancestors (the
 agent span's conversation id), and the call id a model span requested for it when the tool
-span names none.  Pure: reads the views, bounded in depth and size, never raises on
-malformed JSON in an attribute.
+span names none (or, failing that, the id under which a later model span's input answered
+it: OpenLLMetry's OpenAI Agents spans write only there).  Pure: reads the views, bounded
+in depth and size, never raises on malformed JSON in an attribute.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def metadata_ids(attrs: Mapping[str, AttrValue]) -> tuple[str | None, str | None
 def _requests_in(view: SpanView) -> Iterator[tuple[str, str]]:
     """(tool name, call id) pairs a model span asked for, in each convention's shape."""
     attrs = view.attributes
-    for key in (sc.AI_RESPONSE_TOOL_CALLS, sc.OI_OUTPUT_VALUE, "gen_ai.output.messages"):
+    for key in (sc.AI_RESPONSE_TOOL_CALLS, sc.OI_OUTPUT_VALUE, sc.GEN_AI_OUTPUT_MESSAGES):
         value = attrs.get(key)
         if isinstance(value, str) and value.lstrip().startswith("[") and len(value) <= 262144:
             try:
@@ -114,6 +115,42 @@ def _requests_in(view: SpanView) -> Iterator[tuple[str, str]]:
         call = item.get("id")
         if name and call:
             yield name, call
+
+
+def _answers_in(view: SpanView) -> Iterator[tuple[str, str]]:
+    """(tool name, call id) pairs a model span's input messages answered: a `tool` message's
+    `tool_call_response` part, named by the assistant `tool_call` part it answers (by id, or
+    by position when the two ids differ: OpenLLMetry's OpenAI Agents spans write the
+    response item's id `fc_...` on the request and the call id on the answer)."""
+    value = view.attributes.get(sc.GEN_AI_INPUT_MESSAGES)
+    if not isinstance(value, str) or not value.lstrip().startswith("[") or len(value) > 262144:
+        return
+    try:
+        messages = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(messages, list):
+        return
+    asked: list[tuple[str, str | None]] = []  # (name, id) of requests not yet answered
+    for message in messages[:256]:
+        if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
+            continue
+        parts = [p for p in message["parts"][:64] if isinstance(p, dict)]
+        if message.get("role") == "assistant":
+            asked.extend(
+                (p["name"], p.get("id") if isinstance(p.get("id"), str) else None)
+                for p in parts
+                if p.get("type") == "tool_call" and isinstance(p.get("name"), str)
+            )
+        elif message.get("role") == "tool":
+            for part in parts:
+                call = part.get("id")
+                if part.get("type") != "tool_call_response" or not isinstance(call, str):
+                    continue
+                same = [i for i, (_, asked_id) in enumerate(asked) if asked_id == call]
+                if same or asked:
+                    name, _ = asked.pop(same[0] if same else 0)
+                    yield name, call
 
 
 def _requests_of(obj: Any, depth: int) -> Iterator[tuple[str, str]]:
@@ -151,6 +188,7 @@ def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> d
             children[(view.trace_id, view.parent_span_id)].append(view)
     tools: list[tuple[SpanView, ToolSpan]] = []
     requests: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+    answers: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
     for view in views:
         tool_span = classify(view, matchers)
         if tool_span is not None:
@@ -158,6 +196,9 @@ def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> d
         else:
             requests[view.trace_id].extend(
                 (view.start_ns, name, call) for name, call in _requests_in(view)
+            )
+            answers[view.trace_id].extend(
+                (view.start_ns, name, call) for name, call in _answers_in(view)
             )
     # the id a model span requested, for a tool span that names none: same trace, same
     # tool, the earliest request not yet taken that started before the tool span
@@ -173,6 +214,20 @@ def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> d
             if (
                 name == tool_span.tool
                 and start <= view.start_ns
+                and (view.trace_id, call) not in taken
+            ):
+                taken.add((view.trace_id, call))
+                requested[id(view)] = call
+                break
+    # no request named it: the earliest answer, in a model span that started after the tool
+    # span (every later turn repeats the history, so an answer is taken once)
+    for view, tool_span in sorted(tools, key=lambda t: t[0].start_ns):
+        if id(view) in requested or any(k in view.attributes for k in OWN_CALL_ID_KEYS):
+            continue
+        for start, name, call in sorted(answers.get(view.trace_id, ())):
+            if (
+                name == tool_span.tool
+                and start >= view.start_ns
                 and (view.trace_id, call) not in taken
             ):
                 taken.add((view.trace_id, call))

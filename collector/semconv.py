@@ -21,6 +21,8 @@ GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
 GEN_AI_AGENT_CALL_ID: Final = "gen_ai.agent.call.id"  # pydantic-ai: one id per agent run
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"  # content: read for ids, then dropped
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 EXECUTE_TOOL: Final = "execute_tool"
 ERROR_TYPE: Final = "error.type"
 

@@ -1,0 +1,99 @@
+"""request_context: the call id a tool span gets from the model spans of its request."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from errscope.collector.context import request_context
+from errscope.collector.spanview import SpanView
+
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+
+def _tool(span_id: str, start_ns: int, name: str = "get_weather") -> SpanView:
+    attrs = {"traceloop.span.kind": "tool", "gen_ai.tool.name": name}
+    return SpanView(f"{name}.tool", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+def _model(span_id: str, start_ns: int, messages: list[dict[str, Any]]) -> SpanView:
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(messages)}
+    return SpanView("openai.response", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+def _asked(*calls: tuple[str, str]) -> dict[str, Any]:
+    parts = [{"type": "tool_call", "name": n, "id": i, "arguments": {}} for n, i in calls]
+    return {"role": "assistant", "parts": parts}
+
+
+def _answered(*ids: str) -> dict[str, Any]:
+    parts = [{"type": "tool_call_response", "id": i, "response": "{}"} for i in ids]
+    return {"role": "tool", "parts": parts}
+
+
+@pytest.mark.parametrize(
+    ("views", "expected"),
+    [
+        pytest.param(
+            [
+                _tool("a1", 10),
+                _model("m2", 20, [_asked(("get_weather", "fc_x")), _answered("call_x")]),
+            ],
+            {"a1": "call_x"},
+            id="answer-id-differs-from-request-id-paired-by-position",
+        ),
+        pytest.param(
+            [
+                _tool("a1", 10, "get_job"),
+                _tool("a2", 30, "get_weather"),
+                _model("m2", 20, [_asked(("get_job", "call_1")), _answered("call_1")]),
+                # the next turn repeats the history: call_1 is taken already
+                _model(
+                    "m3",
+                    40,
+                    [
+                        _asked(("get_job", "call_1")),
+                        _answered("call_1"),
+                        _asked(("get_weather", "fc_2")),
+                        _answered("call_2"),
+                    ],
+                ),
+            ],
+            {"a1": "call_1", "a2": "call_2"},
+            id="history-repeated-in-later-turns-is-taken-once",
+        ),
+        pytest.param(
+            [
+                _model("m0", 5, [_asked(("get_weather", "fc_x")), _answered("call_x")]),
+                _tool("a1", 10),
+            ],
+            {"a1": None},
+            id="an-answer-before-the-tool-ran-is-not-its-answer",
+        ),
+        pytest.param(
+            [
+                _tool("a1", 10),
+                _model("m2", 20, [_asked(("get_job", "fc_x")), _answered("call_x")]),
+            ],
+            {"a1": None},
+            id="an-answer-for-another-tool-is-not-taken",
+        ),
+        pytest.param(
+            [
+                _tool("a1", 10),
+                SpanView("chat", TRACE, "m2", 20, 25, attributes={"gen_ai.input.messages": "[{"}),
+            ],
+            {"a1": None},
+            id="malformed-messages-name-nothing",
+        ),
+    ],
+)
+def test_call_id_from_a_later_model_span_answer(
+    views: list[SpanView], expected: dict[str, str | None]
+) -> None:
+    """A tool span naming no call id takes the id a later model span's input answered it under."""
+    related = request_context(views, ())
+    got = {v.span_id: related[id(v)].requested_call_id for v in views if id(v) in related}
+    assert got == expected
