@@ -93,7 +93,8 @@ def _requests_in(view: SpanView) -> Iterator[tuple[str, str]]:
     attrs = view.attributes
     for key in (sc.AI_RESPONSE_TOOL_CALLS, sc.OI_OUTPUT_VALUE, sc.GEN_AI_OUTPUT_MESSAGES):
         value = attrs.get(key)
-        if isinstance(value, str) and value.lstrip().startswith("[") and len(value) <= 262144:
+        # a list of messages, or LangChain's `{"generations": [[{"message": ...}]]}`
+        if isinstance(value, str) and value.lstrip()[:1] in "[{" and len(value) <= 262144:
             try:
                 parsed = orjson.loads(value)
             except orjson.JSONDecodeError:
@@ -154,7 +155,7 @@ def _answers_in(view: SpanView) -> Iterator[tuple[str, str]]:
 
 
 def _requests_of(obj: Any, depth: int) -> Iterator[tuple[str, str]]:
-    if depth > 4:
+    if depth > 8:
         return
     if isinstance(obj, list):
         for item in obj[:256]:
@@ -173,9 +174,9 @@ def _requests_of(obj: Any, depth: int) -> Iterator[tuple[str, str]]:
     ):
         yield name, call
         return
-    for key in ("parts", "tool_calls", "content"):
+    for key in ("parts", "tool_calls", "content", "generations", "message", "kwargs"):
         inner = obj.get(key)
-        if isinstance(inner, list):
+        if isinstance(inner, list | dict):
             yield from _requests_of(inner, depth + 1)
 
 

@@ -97,3 +97,54 @@ def test_call_id_from_a_later_model_span_answer(
     related = request_context(views, ())
     got = {v.span_id: related[id(v)].requested_call_id for v in views if id(v) in related}
     assert got == expected
+
+
+def _llm(span_id: str, start_ns: int, output_value: Any) -> SpanView:
+    attrs = {"openinference.span.kind": "LLM", "output.value": json.dumps(output_value)}
+    return SpanView("ScriptedChatModel", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+def _oi_tool(span_id: str, start_ns: int) -> SpanView:
+    attrs = {"openinference.span.kind": "TOOL", "tool.name": "get_weather"}
+    return SpanView("get_weather", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+_AI_MESSAGE = {
+    "lc": 1,
+    "type": "constructor",
+    "id": ["langchain_core", "messages", "AIMessage"],
+    "kwargs": {
+        "content": "",
+        "id": "resp-1",
+        "tool_calls": [{"id": "call_js_1", "name": "get_weather", "args": {}, "type": "tool_call"}],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("output_value", "expected"),
+    [
+        pytest.param(
+            {"generations": [[{"text": "", "message": _AI_MESSAGE}]], "llmOutput": {}},
+            "call_js_1",
+            id="langchainjs-generations-object",
+        ),
+        pytest.param(
+            [
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "call_py_1", "type": "function", "name": "get_weather"}],
+                }
+            ],
+            "call_py_1",
+            id="message-list",
+        ),
+        pytest.param({"generations": [[{"text": "no tools"}]]}, None, id="no-request"),
+    ],
+)
+def test_call_id_from_an_earlier_model_span_request(
+    output_value: Any, expected: str | None
+) -> None:
+    """A tool span naming no call id takes the id the model span before it requested for that tool."""
+    views = [_llm("m1", 5, output_value), _oi_tool("t1", 10)]
+    assert request_context(views, ())[id(views[1])].requested_call_id == expected
