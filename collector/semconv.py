@@ -189,7 +189,15 @@ CONTENT_FAMILIES: Final[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
     (
         "openinference",
         # `metadata`: the user's own key/values (LangGraph's whole run config among them)
-        ("input.value", "output.value", "tool.parameters", "llm.invocation_parameters", "metadata"),
+        # `smolagents.task`: the user's task, as OpenInference's smolagents instrumentor writes it
+        (
+            "input.value",
+            "output.value",
+            "tool.parameters",
+            "llm.invocation_parameters",
+            "metadata",
+            "smolagents.task",
+        ),
         (
             "llm.input_messages.",
             "llm.output_messages.",
