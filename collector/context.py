@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -22,7 +22,7 @@ from errscope.collector import semconv as sc
 from errscope.collector.classify import Matcher, ToolSpan, classify
 from errscope.collector.spanview import AttrValue, SpanView
 
-__all__ = ["NO_RELATED", "Related", "request_context"]
+__all__ = ["NO_RELATED", "Related", "UnrunCall", "request_context", "unrun_calls"]
 
 # Ids a tool span inherits from its nearest ancestor in the same request (the agent span
 # holds the conversation id; per the GenAI conventions the tool span need not repeat it).
@@ -180,14 +180,46 @@ def _requests_of(obj: Any, depth: int) -> Iterator[tuple[str, str]]:
             yield from _requests_of(inner, depth + 1)
 
 
-def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> dict[int, Related]:
-    """Per tool span of one request (keyed by id() of its view): its related facts."""
-    by_span = {(v.trace_id, v.span_id): v for v in views}
-    children: dict[tuple[str, str], list[SpanView]] = defaultdict(list)
-    for view in views:
-        if view.parent_span_id:
-            children[(view.trace_id, view.parent_span_id)].append(view)
+@dataclass(frozen=True, slots=True)
+class UnrunCall:
+    """A call a model span requested that no tool span of the request ran, and that a later
+    model span's input answered with an error: the framework rejected it before any tool
+    ran (LangChain.js's zod check, Vercel AI's input check or a denied approval)."""
+
+    request: SpanView  # the model span that requested it: the row takes its ids
+    tool: str
+    call_id: str
+    text: str | None  # the rejection's words, read for a code only
+    denied: bool  # Vercel AI's `execution-denied` answer
+
+    def as_view(self, code: str, convention: str) -> SpanView:
+        """The call as a span of errscope's own convention, on the requesting span's ids:
+        its code, tool and call id, and the correlation ids the model span carries."""
+        ids = {k: v for k, v in self.request.attributes.items() if k in _INHERITED_KEYS}
+        attributes: dict[str, AttrValue] = {
+            **ids,
+            sc.ERRSCOPE_CODE: code,
+            sc.ERRSCOPE_TOOL: self.tool,
+            sc.ERRSCOPE_CONVENTION: convention,
+            sc.GEN_AI_TOOL_CALL_ID: self.call_id,
+        }
+        return replace(
+            self.request, name=f"execute_tool {self.tool}", attributes=attributes, events=()
+        )
+
+
+@dataclass(slots=True)
+class _Matched:
+    tools: list[tuple[SpanView, ToolSpan]]
+    requests: list[tuple[SpanView, str, str]]  # (model span, tool name, call id)
+    requested: dict[int, str]  # id(tool view) -> the call id it took
+    taken: set[tuple[str, str]]  # (trace id, call id) of every call a tool span has
+
+
+def _match(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> _Matched:
+    """Which call id each tool span of a request takes from its model spans."""
     tools: list[tuple[SpanView, ToolSpan]] = []
+    request_list: list[tuple[SpanView, str, str]] = []
     requests: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
     answers: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
     for view in views:
@@ -195,9 +227,9 @@ def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> d
         if tool_span is not None:
             tools.append((view, tool_span))
         else:
-            requests[view.trace_id].extend(
-                (view.start_ns, name, call) for name, call in _requests_in(view)
-            )
+            for name, call in _requests_in(view):
+                requests[view.trace_id].append((view.start_ns, name, call))
+                request_list.append((view, name, call))
             answers[view.trace_id].extend(
                 (view.start_ns, name, call) for name, call in _answers_in(view)
             )
@@ -234,6 +266,18 @@ def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> d
                 taken.add((view.trace_id, call))
                 requested[id(view)] = call
                 break
+    return _Matched(tools, request_list, requested, taken)
+
+
+def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> dict[int, Related]:
+    """Per tool span of one request (keyed by id() of its view): its related facts."""
+    by_span = {(v.trace_id, v.span_id): v for v in views}
+    children: dict[tuple[str, str], list[SpanView]] = defaultdict(list)
+    for view in views:
+        if view.parent_span_id:
+            children[(view.trace_id, view.parent_span_id)].append(view)
+    matched = _match(views, matchers)
+    tools, requested = matched.tools, matched.requested
     out: dict[int, Related] = {}
     for view, _ in tools:
         inherited: dict[str, AttrValue] = {}
@@ -251,4 +295,87 @@ def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> d
             inherited=inherited,
             requested_call_id=requested.get(id(view)),
         )
+    return out
+
+
+def _error_answers_in(view: SpanView) -> Iterator[tuple[str, str | None, bool]]:
+    """(call id, words, denied) of every error answer a model span's input holds: Vercel AI's
+    `tool-result` parts with an `error-text`/`error-json`/`execution-denied` output, and
+    LangChain's serialised ToolMessages with `status: "error"` (OpenInference's input.value)."""
+    for key in (sc.AI_PROMPT_MESSAGES, sc.OI_INPUT_VALUE):
+        value = view.attributes.get(key)
+        if not isinstance(value, str) or value.lstrip()[:1] not in "[{" or len(value) > 262144:
+            continue
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            continue
+        yield from _error_answers_of(parsed, 0)
+
+
+def _error_answers_of(obj: Any, depth: int) -> Iterator[tuple[str, str | None, bool]]:
+    if depth > 8:
+        return
+    if isinstance(obj, list):
+        for item in obj[:256]:
+            yield from _error_answers_of(item, depth + 1)
+        return
+    if not isinstance(obj, dict):
+        return
+    output = obj.get("output")
+    call = obj.get("toolCallId")
+    if obj.get("type") == "tool-result" and isinstance(call, str) and isinstance(output, dict):
+        kind = output.get("type")
+        if kind == "execution-denied":
+            yield call, None, True
+        elif kind in ("error-text", "error-json"):
+            words = output.get("value")
+            yield call, words if isinstance(words, str) else None, False
+        return
+    kwargs = obj.get("kwargs")
+    ids = obj.get("id")
+    if (
+        obj.get("lc") == 1
+        and isinstance(kwargs, dict)
+        and isinstance(ids, list)
+        and ids[-1:] == ["ToolMessage"]
+    ):
+        call = kwargs.get("tool_call_id")
+        if kwargs.get("status") == "error" and isinstance(call, str):
+            words = kwargs.get("content")
+            yield call, words if isinstance(words, str) else None, False
+        return
+    for key in ("messages", "content"):
+        inner = obj.get(key)
+        if isinstance(inner, list):
+            yield from _error_answers_of(inner, depth + 1)
+
+
+def unrun_calls(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> list[UnrunCall]:
+    """Calls of one request that a model span requested, that no tool span ran, and that a
+    model span starting later answered with an error.
+
+    Both model spans are in the request, so a tool span that ran the call would be too: it
+    ends after the request and before the answer, and exporters send spans in the order
+    they end.  At most one call per requesting span (its ids key the row).
+    """
+    matched = _match(views, matchers)
+    ran = {call for _, call in matched.taken}
+    answered: dict[str, tuple[int, str | None, bool]] = {}
+    for view in views:
+        if classify(view, matchers) is not None:
+            continue
+        for call, words, denied in _error_answers_in(view):
+            if call not in answered or view.start_ns < answered[call][0]:
+                answered[call] = (view.start_ns, words, denied)
+    out: list[UnrunCall] = []
+    keys: set[tuple[str, str]] = set()
+    for view, name, call in sorted(matched.requests, key=lambda r: r[0].start_ns):
+        answer = answered.get(call)
+        key = (view.trace_id, view.span_id)
+        if call in ran or answer is None or answer[0] <= view.start_ns or key in keys:
+            continue
+        ran.add(call)
+        keys.add(key)
+        out.append(UnrunCall(view, name, call, answer[1], answer[2]))
     return out
