@@ -361,16 +361,20 @@ def unrun_calls(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> list[
     """
     matched = _match(views, matchers)
     ran = {call for _, call in matched.taken}
+    pending = [r for r in matched.requests if r[2] not in ran]
+    if not pending:
+        return []  # the common case: every requested call has its tool span; parse no more
+    first = min(r[0].start_ns for r in pending)
     answered: dict[str, tuple[int, str | None, bool]] = {}
     for view in views:
-        if classify(view, matchers) is not None:
+        if view.start_ns <= first or classify(view, matchers) is not None:
             continue
         for call, words, denied in _error_answers_in(view):
             if call not in answered or view.start_ns < answered[call][0]:
                 answered[call] = (view.start_ns, words, denied)
     out: list[UnrunCall] = []
     keys: set[tuple[str, str]] = set()
-    for view, name, call in sorted(matched.requests, key=lambda r: r[0].start_ns):
+    for view, name, call in sorted(pending, key=lambda r: r[0].start_ns):
         answer = answered.get(call)
         key = (view.trace_id, view.span_id)
         if call in ran or answer is None or answer[0] <= view.start_ns or key in keys:
