@@ -3,15 +3,16 @@
 `request_context(views, matchers)` returns, per tool span, a `Related`: its child spans (an
 HTTP client child carries the status), the ids it inherits from its nearest ancestors (the
 agent span's conversation id), and the call id a model span requested for it when the tool
-span names none.  Pure: reads the views, bounded in depth and size, never raises on
-malformed JSON in an attribute.
+span names none (or, failing that, the id under which a later model span's input answered
+it: OpenLLMetry's OpenAI Agents spans write only there).  Pure: reads the views, bounded
+in depth and size, never raises on malformed JSON in an attribute.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -21,7 +22,7 @@ from errscope.collector import semconv as sc
 from errscope.collector.classify import Matcher, ToolSpan, classify
 from errscope.collector.spanview import AttrValue, SpanView
 
-__all__ = ["NO_RELATED", "Related", "request_context"]
+__all__ = ["NO_RELATED", "Related", "UnrunCall", "request_context", "unrun_calls"]
 
 # Ids a tool span inherits from its nearest ancestor in the same request (the agent span
 # holds the conversation id; per the GenAI conventions the tool span need not repeat it).
@@ -90,9 +91,10 @@ def metadata_ids(attrs: Mapping[str, AttrValue]) -> tuple[str | None, str | None
 def _requests_in(view: SpanView) -> Iterator[tuple[str, str]]:
     """(tool name, call id) pairs a model span asked for, in each convention's shape."""
     attrs = view.attributes
-    for key in (sc.AI_RESPONSE_TOOL_CALLS, sc.OI_OUTPUT_VALUE, "gen_ai.output.messages"):
+    for key in (sc.AI_RESPONSE_TOOL_CALLS, sc.OI_OUTPUT_VALUE, sc.GEN_AI_OUTPUT_MESSAGES):
         value = attrs.get(key)
-        if isinstance(value, str) and value.lstrip().startswith("[") and len(value) <= 262144:
+        # a list of messages, or LangChain's `{"generations": [[{"message": ...}]]}`
+        if isinstance(value, str) and value.lstrip()[:1] in "[{" and len(value) <= 262144:
             try:
                 parsed = orjson.loads(value)
             except orjson.JSONDecodeError:
@@ -116,8 +118,44 @@ def _requests_in(view: SpanView) -> Iterator[tuple[str, str]]:
             yield name, call
 
 
+def _answers_in(view: SpanView) -> Iterator[tuple[str, str]]:
+    """(tool name, call id) pairs a model span's input messages answered: a `tool` message's
+    `tool_call_response` part, named by the assistant `tool_call` part it answers (by id, or
+    by position when the two ids differ: OpenLLMetry's OpenAI Agents spans write the
+    response item's id `fc_...` on the request and the call id on the answer)."""
+    value = view.attributes.get(sc.GEN_AI_INPUT_MESSAGES)
+    if not isinstance(value, str) or not value.lstrip().startswith("[") or len(value) > 262144:
+        return
+    try:
+        messages = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(messages, list):
+        return
+    asked: list[tuple[str, str | None]] = []  # (name, id) of requests not yet answered
+    for message in messages[:256]:
+        if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
+            continue
+        parts = [p for p in message["parts"][:64] if isinstance(p, dict)]
+        if message.get("role") == "assistant":
+            asked.extend(
+                (p["name"], p.get("id") if isinstance(p.get("id"), str) else None)
+                for p in parts
+                if p.get("type") == "tool_call" and isinstance(p.get("name"), str)
+            )
+        elif message.get("role") == "tool":
+            for part in parts:
+                call = part.get("id")
+                if part.get("type") != "tool_call_response" or not isinstance(call, str):
+                    continue
+                same = [i for i, (_, asked_id) in enumerate(asked) if asked_id == call]
+                if same or asked:
+                    name, _ = asked.pop(same[0] if same else 0)
+                    yield name, call
+
+
 def _requests_of(obj: Any, depth: int) -> Iterator[tuple[str, str]]:
-    if depth > 4:
+    if depth > 8:
         return
     if isinstance(obj, list):
         for item in obj[:256]:
@@ -136,28 +174,64 @@ def _requests_of(obj: Any, depth: int) -> Iterator[tuple[str, str]]:
     ):
         yield name, call
         return
-    for key in ("parts", "tool_calls", "content"):
+    for key in ("parts", "tool_calls", "content", "generations", "message", "kwargs"):
         inner = obj.get(key)
-        if isinstance(inner, list):
+        if isinstance(inner, list | dict):
             yield from _requests_of(inner, depth + 1)
 
 
-def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> dict[int, Related]:
-    """Per tool span of one request (keyed by id() of its view): its related facts."""
-    by_span = {(v.trace_id, v.span_id): v for v in views}
-    children: dict[tuple[str, str], list[SpanView]] = defaultdict(list)
-    for view in views:
-        if view.parent_span_id:
-            children[(view.trace_id, view.parent_span_id)].append(view)
+@dataclass(frozen=True, slots=True)
+class UnrunCall:
+    """A call a model span requested that no tool span of the request ran, and that a later
+    model span's input answered with an error: the framework rejected it before any tool
+    ran (LangChain.js's zod check, Vercel AI's input check or a denied approval)."""
+
+    request: SpanView  # the model span that requested it: the row takes its ids
+    tool: str
+    call_id: str
+    text: str | None  # the rejection's words, read for a code only
+    denied: bool  # Vercel AI's `execution-denied` answer
+
+    def as_view(self, code: str, convention: str) -> SpanView:
+        """The call as a span of errscope's own convention, on the requesting span's ids:
+        its code, tool and call id, and the correlation ids the model span carries."""
+        ids = {k: v for k, v in self.request.attributes.items() if k in _INHERITED_KEYS}
+        attributes: dict[str, AttrValue] = {
+            **ids,
+            sc.ERRSCOPE_CODE: code,
+            sc.ERRSCOPE_TOOL: self.tool,
+            sc.ERRSCOPE_CONVENTION: convention,
+            sc.GEN_AI_TOOL_CALL_ID: self.call_id,
+        }
+        return replace(
+            self.request, name=f"execute_tool {self.tool}", attributes=attributes, events=()
+        )
+
+
+@dataclass(slots=True)
+class _Matched:
+    tools: list[tuple[SpanView, ToolSpan]]
+    requests: list[tuple[SpanView, str, str]]  # (model span, tool name, call id)
+    requested: dict[int, str]  # id(tool view) -> the call id it took
+    taken: set[tuple[str, str]]  # (trace id, call id) of every call a tool span has
+
+
+def _match(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> _Matched:
+    """Which call id each tool span of a request takes from its model spans."""
     tools: list[tuple[SpanView, ToolSpan]] = []
+    request_list: list[tuple[SpanView, str, str]] = []
     requests: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+    answers: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
     for view in views:
         tool_span = classify(view, matchers)
         if tool_span is not None:
             tools.append((view, tool_span))
         else:
-            requests[view.trace_id].extend(
-                (view.start_ns, name, call) for name, call in _requests_in(view)
+            for name, call in _requests_in(view):
+                requests[view.trace_id].append((view.start_ns, name, call))
+                request_list.append((view, name, call))
+            answers[view.trace_id].extend(
+                (view.start_ns, name, call) for name, call in _answers_in(view)
             )
     # the id a model span requested, for a tool span that names none: same trace, same
     # tool, the earliest request not yet taken that started before the tool span
@@ -178,6 +252,32 @@ def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> d
                 taken.add((view.trace_id, call))
                 requested[id(view)] = call
                 break
+    # no request named it: the earliest answer, in a model span that started after the tool
+    # span (every later turn repeats the history, so an answer is taken once)
+    for view, tool_span in sorted(tools, key=lambda t: t[0].start_ns):
+        if id(view) in requested or any(k in view.attributes for k in OWN_CALL_ID_KEYS):
+            continue
+        for start, name, call in sorted(answers.get(view.trace_id, ())):
+            if (
+                name == tool_span.tool
+                and start >= view.start_ns
+                and (view.trace_id, call) not in taken
+            ):
+                taken.add((view.trace_id, call))
+                requested[id(view)] = call
+                break
+    return _Matched(tools, request_list, requested, taken)
+
+
+def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> dict[int, Related]:
+    """Per tool span of one request (keyed by id() of its view): its related facts."""
+    by_span = {(v.trace_id, v.span_id): v for v in views}
+    children: dict[tuple[str, str], list[SpanView]] = defaultdict(list)
+    for view in views:
+        if view.parent_span_id:
+            children[(view.trace_id, view.parent_span_id)].append(view)
+    matched = _match(views, matchers)
+    tools, requested = matched.tools, matched.requested
     out: dict[int, Related] = {}
     for view, _ in tools:
         inherited: dict[str, AttrValue] = {}
@@ -195,4 +295,91 @@ def request_context(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> d
             inherited=inherited,
             requested_call_id=requested.get(id(view)),
         )
+    return out
+
+
+def _error_answers_in(view: SpanView) -> Iterator[tuple[str, str | None, bool]]:
+    """(call id, words, denied) of every error answer a model span's input holds: Vercel AI's
+    `tool-result` parts with an `error-text`/`error-json`/`execution-denied` output, and
+    LangChain's serialised ToolMessages with `status: "error"` (OpenInference's input.value)."""
+    for key in (sc.AI_PROMPT_MESSAGES, sc.OI_INPUT_VALUE):
+        value = view.attributes.get(key)
+        if not isinstance(value, str) or value.lstrip()[:1] not in "[{" or len(value) > 262144:
+            continue
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            continue
+        yield from _error_answers_of(parsed, 0)
+
+
+def _error_answers_of(obj: Any, depth: int) -> Iterator[tuple[str, str | None, bool]]:
+    if depth > 8:
+        return
+    if isinstance(obj, list):
+        for item in obj[:256]:
+            yield from _error_answers_of(item, depth + 1)
+        return
+    if not isinstance(obj, dict):
+        return
+    output = obj.get("output")
+    call = obj.get("toolCallId")
+    if obj.get("type") == "tool-result" and isinstance(call, str) and isinstance(output, dict):
+        kind = output.get("type")
+        if kind == "execution-denied":
+            yield call, None, True
+        elif kind in ("error-text", "error-json"):
+            words = output.get("value")
+            yield call, words if isinstance(words, str) else None, False
+        return
+    kwargs = obj.get("kwargs")
+    ids = obj.get("id")
+    if (
+        obj.get("lc") == 1
+        and isinstance(kwargs, dict)
+        and isinstance(ids, list)
+        and ids[-1:] == ["ToolMessage"]
+    ):
+        call = kwargs.get("tool_call_id")
+        if kwargs.get("status") == "error" and isinstance(call, str):
+            words = kwargs.get("content")
+            yield call, words if isinstance(words, str) else None, False
+        return
+    for key in ("messages", "content"):
+        inner = obj.get(key)
+        if isinstance(inner, list):
+            yield from _error_answers_of(inner, depth + 1)
+
+
+def unrun_calls(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> list[UnrunCall]:
+    """Calls of one request that a model span requested, that no tool span ran, and that a
+    model span starting later answered with an error.
+
+    Both model spans are in the request, so a tool span that ran the call would be too: it
+    ends after the request and before the answer, and exporters send spans in the order
+    they end.  At most one call per requesting span (its ids key the row).
+    """
+    matched = _match(views, matchers)
+    ran = {call for _, call in matched.taken}
+    pending = [r for r in matched.requests if r[2] not in ran]
+    if not pending:
+        return []  # the common case: every requested call has its tool span; parse no more
+    first = min(r[0].start_ns for r in pending)
+    answered: dict[str, tuple[int, str | None, bool]] = {}
+    for view in views:
+        if view.start_ns <= first or classify(view, matchers) is not None:
+            continue
+        for call, words, denied in _error_answers_in(view):
+            if call not in answered or view.start_ns < answered[call][0]:
+                answered[call] = (view.start_ns, words, denied)
+    out: list[UnrunCall] = []
+    keys: set[tuple[str, str]] = set()
+    for view, name, call in sorted(pending, key=lambda r: r[0].start_ns):
+        answer = answered.get(call)
+        key = (view.trace_id, view.span_id)
+        if call in ran or answer is None or answer[0] <= view.start_ns or key in keys:
+            continue
+        ran.add(call)
+        keys.add(key)
+        out.append(UnrunCall(view, name, call, answer[1], answer[2]))
     return out

@@ -116,6 +116,8 @@ class ScrubbingSpanExporter(SpanExporter):
             except Exception as exc:  # noqa: BLE001 - fail closed: the span is not passed on
                 self.failed += 1
                 log.warning("span dropped", extra={"error_class": type(exc).__name__})
+        for processed in self.pipeline.unrun(views):  # calls rejected before any tool ran
+            batch.add(processed)
         return forward, batch
 
     def _store(self, batch: StoreBatch) -> SpanExportResult:

@@ -20,7 +20,9 @@ drop counted as `content:<family>`; `content="keep"` keeps it, scrubbed.
 
 `Pipeline.process_request(views)` runs one export request: a tool span there inherits the
 ids its ancestors carry (the agent span's conversation id), reads the HTTP status of its
-client child span, and takes the call id a model span requested for it.
+client child span, and takes the call id a model span requested for it; a call the
+framework rejected before any tool ran (no tool span: a model span requested it and a later
+one's input answers it with an error) becomes a row of its own on the requesting span's ids.
 
 Fail closed: if processing a span raises, the span is reduced to its ids and an
 internal_error code (`failed=True`), never passed on whole; the exception is swallowed
@@ -41,8 +43,8 @@ from typing import Any, Final
 
 from errscope.collector import semconv as sc
 from errscope.collector.catalog import Catalog, Code, default_catalog
-from errscope.collector.classify import Matcher, ToolSpan, classify
-from errscope.collector.codes import Outcome, Source, normalise
+from errscope.collector.classify import Convention, Matcher, ToolSpan, classify
+from errscope.collector.codes import Outcome, Source, code_from_text, normalise
 from errscope.collector.content import (
     CONTENT_RULE,
     EXCEPTION_WORDS,
@@ -58,6 +60,7 @@ from errscope.collector.context import (
     first_text,
     metadata_ids,
     request_context,
+    unrun_calls,
 )
 from errscope.collector.record import ToolCall, TracebackSample, is_safe_id
 from errscope.collector.sample import TracebackSampler
@@ -282,7 +285,46 @@ class Pipeline:
     ) -> list[Processed]:
         """Process one export request's spans, each with what the others say about it."""
         related = self.context(views)
-        return [self.process(v, received_at=received_at, related=related.get(id(v))) for v in views]
+        out = [self.process(v, received_at=received_at, related=related.get(id(v))) for v in views]
+        return [*out, *self.unrun(views, received_at=received_at)]
+
+    def unrun(
+        self, views: Sequence[SpanView], *, received_at: datetime | None = None
+    ) -> list[Processed]:
+        """Rows for the calls of one request that the framework rejected before any tool
+        ran, so no tool span exists (`context.unrun_calls`): the code from the rejection's
+        words (`denied` for a denied approval), on the requesting model span's ids.  Nothing
+        is passed on for them (the model span itself is).  Never raises."""
+        try:
+            calls = unrun_calls(views, self.matchers)
+        except Exception as exc:  # noqa: BLE001 - a refinement, never a need
+            log.warning("unrun calls failed", extra={"error_class": type(exc).__name__})
+            return []
+        out = []
+        for call in calls:
+            found = code_from_text(call.text, self.catalog) if call.text else None
+            code = Code.DENIED.value if call.denied else found or Code.INTERNAL_ERROR.value
+            attrs = call.request.attributes
+            convention = (
+                Convention.VERCEL_AI
+                if sc.AI_OPERATION_ID in attrs
+                else Convention.OPENINFERENCE
+                if sc.OPENINFERENCE_SPAN_KIND in attrs
+                else Convention.GENAI
+            )
+            processed = self.process(call.as_view(code, convention.value), received_at=received_at)
+            if processed.record is None:
+                continue
+            source = Source.MARKER if call.denied or found is None else Source.TEXT
+            out.append(
+                replace(
+                    processed,
+                    record=replace(processed.record, source=source.value),
+                    forward=None,
+                    traceback=None,
+                )
+            )
+        return out
 
     def process(
         self,

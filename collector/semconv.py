@@ -21,6 +21,8 @@ GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
 GEN_AI_AGENT_CALL_ID: Final = "gen_ai.agent.call.id"  # pydantic-ai: one id per agent run
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"  # content: read for ids, then dropped
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 EXECUTE_TOOL: Final = "execute_tool"
 ERROR_TYPE: Final = "error.type"
 
@@ -77,6 +79,7 @@ AI_TOOL_CALL_ID: Final = "ai.toolCall.id"
 AI_TOOL_CALL_ARGS: Final = "ai.toolCall.args"
 AI_TOOL_CALL_RESULT: Final = "ai.toolCall.result"
 AI_RESPONSE_TOOL_CALLS: Final = "ai.response.toolCalls"
+AI_PROMPT_MESSAGES: Final = "ai.prompt.messages"
 AI_METADATA_PREFIX: Final = "ai.telemetry.metadata."
 AI_SESSION_ID: Final = "ai.telemetry.metadata.sessionId"
 AI_SESSION_ID_SNAKE: Final = "ai.telemetry.metadata.session_id"
@@ -187,7 +190,15 @@ CONTENT_FAMILIES: Final[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
     (
         "openinference",
         # `metadata`: the user's own key/values (LangGraph's whole run config among them)
-        ("input.value", "output.value", "tool.parameters", "llm.invocation_parameters", "metadata"),
+        # `smolagents.task`: the user's task, as OpenInference's smolagents instrumentor writes it
+        (
+            "input.value",
+            "output.value",
+            "tool.parameters",
+            "llm.invocation_parameters",
+            "metadata",
+            "smolagents.task",
+        ),
         (
             "llm.input_messages.",
             "llm.output_messages.",

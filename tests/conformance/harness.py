@@ -505,6 +505,17 @@ def run_inprocess(cases: Sequence[Case], work: Path) -> Stored:
 # ---- judging -----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Failure:
+    """One call errscope got wrong: which call, what (`code`, `row` or `id:<meaning>`),
+    what truth wants and what the store holds."""
+
+    key: str  # the truth key as text, e.g. "trace_seq=4,tool=get_job" or "call_id=c_1"
+    what: str
+    want: str
+    got: str
+
+
 @dataclass
 class Figures:
     """One case through one path (transport or in-process)."""
@@ -524,6 +535,7 @@ class Figures:
     canaries_in_tables: list[str] = field(default_factory=list)
     canaries_forwarded: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)  # "tool call_key: want X got Y"
+    failures: list[Failure] = field(default_factory=list)  # the same, as records
     # hard checks
     sent: int = 0
     acknowledged: int = 0
@@ -576,8 +588,13 @@ def _hits(
     return sorted(found)
 
 
+def key_text(key: dict[str, Any]) -> str:
+    """A truth key as one text, whatever order its fields were written in."""
+    return ",".join(f"{k}={key[k]}" for k in sorted(key))
+
+
 def _key_text(call: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in call["key"].items())
+    return key_text(call["key"])
 
 
 def judge(case: Case, transport: str, stored: Stored, path: str) -> Figures:
@@ -613,6 +630,7 @@ def judge(case: Case, transport: str, stored: Stored, path: str) -> Figures:
             figures.fields_expected += 1
         if not candidates:
             figures.wrong.append(f"{call['tool']} [{_key_text(call)}]: no row")
+            figures.failures.append(Failure(_key_text(call), "row", call["code"], "no row"))
             continue
         chosen = candidates[0]
         taken.add(chosen)
@@ -624,11 +642,16 @@ def judge(case: Case, transport: str, stored: Stored, path: str) -> Figures:
             figures.wrong.append(
                 f"{call['tool']} [{_key_text(call)}]: want {call['code']} got {row['code']}"
             )
+            figures.failures.append(
+                Failure(_key_text(call), "code", call["code"], str(row["code"]))
+            )
         if call.get("field") and row["field"] == call["field"]:
             figures.right_fields += 1
         for meaning, value in ids.items():
             if any(row.get(col) == value for col in ID_COLUMNS.get(meaning, ())):
                 figures.ids_found += 1
+            else:
+                figures.failures.append(Failure(_key_text(call), f"id:{meaning}", value, "absent"))
     figures.extra_rows = len(rows) - len(taken)
     figures.canaries = len(case.canaries)
     table_strings = [
@@ -701,6 +724,65 @@ def floors(file: Path = HERE / "floor.toml") -> dict[str, dict[str, int]]:
     if not file.is_file():
         return {}
     return {k: dict(v) for k, v in tomllib.loads(file.read_text()).items()}
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A documented failure (gaps.toml): a call whose code, row or id errscope does not store,
+    with why.  `cause` is `payload` when what the framework exports lacks the signal,
+    `no_tool_span` when the framework records no tool span for the call (it exists only in
+    model spans' conversation content), and `errscope` when the signal is there and errscope
+    does not read it yet."""
+
+    case: str
+    framework: str
+    version: str
+    key: str  # key_text of the truth call
+    what: str  # code | row | id:<meaning>
+    want: str | None  # the truth code, for code and row gaps
+    cause: str
+    missing: str
+    paths: tuple[str, ...] | None  # None: every path the case takes
+
+    def applies(self, case: str, path: str) -> bool:
+        """True when this gap is about `case` through `path`."""
+        return self.case == case and (self.paths is None or path in self.paths)
+
+
+GAP_CAUSES = ("payload", "no_tool_span", "errscope")
+
+
+def gaps(file: Path = HERE / "gaps.toml") -> list[Gap]:
+    """Every documented gap, in file order."""
+    if not file.is_file():
+        return []
+    out = []
+    for entry in tomllib.loads(file.read_text()).get("gap", []):
+        paths = entry.get("paths")
+        out.append(
+            Gap(
+                case=entry["case"],
+                framework=entry["framework"],
+                version=entry["version"],
+                key=key_text(entry["call"]),
+                what=entry["what"],
+                want=entry.get("want"),
+                cause=entry["cause"],
+                missing=entry["missing"],
+                paths=tuple(paths) if paths is not None else None,
+            )
+        )
+    return out
+
+
+def undocumented(figures: Figures, known: Sequence[Gap]) -> tuple[list[str], list[str]]:
+    """(failures no gap lists, gaps that no longer fail) for one case through one path."""
+    listed = {(g.key, g.what) for g in known if g.applies(figures.case, figures.path)}
+    failed = {(f.key, f.what) for f in figures.failures}
+    return (
+        [f"{k} {w}" for k, w in sorted(failed - listed)],
+        [f"{k} {w}" for k, w in sorted(listed - failed)],
+    )
 
 
 # Figures where more is better; the rest (missing rows, extra rows, canaries) must not grow.

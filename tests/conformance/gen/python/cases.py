@@ -41,6 +41,13 @@ LANGCHAIN = [
     "httpx==0.28.1",
     *OTEL_PINS,
 ]
+SMOLAGENTS = [
+    "smolagents==1.26.0",
+    "openinference-instrumentation-smolagents==0.1.43",
+    "httpx==0.28.1",
+    *OTEL_PINS,
+]
+FASTMCP = ["fastmcp==4.1.6", "httpx==0.28.1", *OTEL_PINS]
 MCP = ["mcp==2.3.0", "opentelemetry-instrumentation-mcp==0.62.4", "httpx==0.28.1", *OTEL_PINS]
 
 
@@ -66,6 +73,8 @@ CASES: dict[str, Callable[[str], int]] = {
     "python-langgraph-openllmetry": _case(
         "langchain", LANGCHAIN, "langchain_scenario.py", "openllmetry"
     ),
+    "python-smolagents-openinference": _case("smolagents", SMOLAGENTS, "smolagents_scenario.py"),
+    "python-fastmcp-server": _case("fastmcp", FASTMCP, "fastmcp_scenario.py", "server"),
     "python-mcp-server": _case("mcp", MCP, "mcp_scenario.py", "server"),
     "python-mcp-client": _case("mcp", MCP, "mcp_scenario.py", "client"),
 }

@@ -1,0 +1,290 @@
+"""request_context: the call id a tool span gets from the model spans of its request."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from errscope.collector.context import request_context, unrun_calls
+from errscope.collector.pipeline import Pipeline
+from errscope.collector.spanview import SpanView
+
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+
+def _tool(span_id: str, start_ns: int, name: str = "get_weather") -> SpanView:
+    attrs = {"traceloop.span.kind": "tool", "gen_ai.tool.name": name}
+    return SpanView(f"{name}.tool", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+def _model(span_id: str, start_ns: int, messages: list[dict[str, Any]]) -> SpanView:
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(messages)}
+    return SpanView("openai.response", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+def _asked(*calls: tuple[str, str]) -> dict[str, Any]:
+    parts = [{"type": "tool_call", "name": n, "id": i, "arguments": {}} for n, i in calls]
+    return {"role": "assistant", "parts": parts}
+
+
+def _answered(*ids: str) -> dict[str, Any]:
+    parts = [{"type": "tool_call_response", "id": i, "response": "{}"} for i in ids]
+    return {"role": "tool", "parts": parts}
+
+
+@pytest.mark.parametrize(
+    ("views", "expected"),
+    [
+        pytest.param(
+            [
+                _tool("a1", 10),
+                _model("m2", 20, [_asked(("get_weather", "fc_x")), _answered("call_x")]),
+            ],
+            {"a1": "call_x"},
+            id="answer-id-differs-from-request-id-paired-by-position",
+        ),
+        pytest.param(
+            [
+                _tool("a1", 10, "get_job"),
+                _tool("a2", 30, "get_weather"),
+                _model("m2", 20, [_asked(("get_job", "call_1")), _answered("call_1")]),
+                # the next turn repeats the history: call_1 is taken already
+                _model(
+                    "m3",
+                    40,
+                    [
+                        _asked(("get_job", "call_1")),
+                        _answered("call_1"),
+                        _asked(("get_weather", "fc_2")),
+                        _answered("call_2"),
+                    ],
+                ),
+            ],
+            {"a1": "call_1", "a2": "call_2"},
+            id="history-repeated-in-later-turns-is-taken-once",
+        ),
+        pytest.param(
+            [
+                _model("m0", 5, [_asked(("get_weather", "fc_x")), _answered("call_x")]),
+                _tool("a1", 10),
+            ],
+            {"a1": None},
+            id="an-answer-before-the-tool-ran-is-not-its-answer",
+        ),
+        pytest.param(
+            [
+                _tool("a1", 10),
+                _model("m2", 20, [_asked(("get_job", "fc_x")), _answered("call_x")]),
+            ],
+            {"a1": None},
+            id="an-answer-for-another-tool-is-not-taken",
+        ),
+        pytest.param(
+            [
+                _tool("a1", 10),
+                SpanView("chat", TRACE, "m2", 20, 25, attributes={"gen_ai.input.messages": "[{"}),
+            ],
+            {"a1": None},
+            id="malformed-messages-name-nothing",
+        ),
+    ],
+)
+def test_call_id_from_a_later_model_span_answer(
+    views: list[SpanView], expected: dict[str, str | None]
+) -> None:
+    """A tool span naming no call id takes the id a later model span's input answered it under."""
+    related = request_context(views, ())
+    got = {v.span_id: related[id(v)].requested_call_id for v in views if id(v) in related}
+    assert got == expected
+
+
+def _llm(span_id: str, start_ns: int, output_value: Any) -> SpanView:
+    attrs = {"openinference.span.kind": "LLM", "output.value": json.dumps(output_value)}
+    return SpanView("ScriptedChatModel", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+def _oi_tool(span_id: str, start_ns: int) -> SpanView:
+    attrs = {"openinference.span.kind": "TOOL", "tool.name": "get_weather"}
+    return SpanView("get_weather", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+_AI_MESSAGE = {
+    "lc": 1,
+    "type": "constructor",
+    "id": ["langchain_core", "messages", "AIMessage"],
+    "kwargs": {
+        "content": "",
+        "id": "resp-1",
+        "tool_calls": [{"id": "call_js_1", "name": "get_weather", "args": {}, "type": "tool_call"}],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("output_value", "expected"),
+    [
+        pytest.param(
+            {"generations": [[{"text": "", "message": _AI_MESSAGE}]], "llmOutput": {}},
+            "call_js_1",
+            id="langchainjs-generations-object",
+        ),
+        pytest.param(
+            [
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "call_py_1", "type": "function", "name": "get_weather"}],
+                }
+            ],
+            "call_py_1",
+            id="message-list",
+        ),
+        pytest.param({"generations": [[{"text": "no tools"}]]}, None, id="no-request"),
+    ],
+)
+def test_call_id_from_an_earlier_model_span_request(
+    output_value: Any, expected: str | None
+) -> None:
+    """A tool span naming no call id takes the id the model span before it requested for that tool."""
+    views = [_llm("m1", 5, output_value), _oi_tool("t1", 10)]
+    assert request_context(views, ())[id(views[1])].requested_call_id == expected
+
+
+def _do_generate(span_id: str, start_ns: int, **attrs: Any) -> SpanView:
+    values = {"ai.operationId": "ai.generateText.doGenerate", **attrs}
+    values = {k: json.dumps(v) if not isinstance(v, str) else v for k, v in values.items()}
+    return SpanView(
+        "ai.generateText.doGenerate", TRACE, span_id, start_ns, start_ns + 5, attributes=values
+    )
+
+
+_VERCEL_REQUEST = {
+    "ai.response.toolCalls": [{"toolCallId": "call_v_3", "toolName": "get_weather", "input": "{}"}]
+}
+
+
+def _vercel_answer(output: dict[str, Any]) -> dict[str, Any]:
+    part = {"type": "tool-result", "toolCallId": "call_v_3", "toolName": "get_weather"}
+    return {"ai.prompt.messages": [{"role": "tool", "content": [{**part, "output": output}]}]}
+
+
+def _vercel_tool(span_id: str, start_ns: int) -> SpanView:
+    attrs = {
+        "ai.operationId": "ai.toolCall",
+        "ai.toolCall.name": "get_weather",
+        "ai.toolCall.id": "call_v_3",
+    }
+    return SpanView("ai.toolCall", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+_LC_ERROR = {
+    "messages": [
+        [
+            {
+                "lc": 1,
+                "type": "constructor",
+                "id": ["langchain_core", "messages", "ToolMessage"],
+                "kwargs": {"status": "error", "tool_call_id": "call_js_1", "content": "Error: bad"},
+            }
+        ]
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("views", "expected"),
+    [
+        pytest.param(
+            [
+                _do_generate("m1", 5, **_VERCEL_REQUEST),
+                _do_generate(
+                    "m2", 20, **_vercel_answer({"type": "error-text", "value": "Invalid input"})
+                ),
+            ],
+            [("m1", "get_weather", "call_v_3", "Invalid input", False)],
+            id="vercel-input-rejected-no-tool-span",
+        ),
+        pytest.param(
+            [
+                _do_generate("m1", 5, **_VERCEL_REQUEST),
+                _do_generate(
+                    "m2", 20, **_vercel_answer({"type": "execution-denied", "reason": "no"})
+                ),
+            ],
+            [("m1", "get_weather", "call_v_3", None, True)],
+            id="vercel-approval-denied",
+        ),
+        pytest.param(
+            [
+                _do_generate("m1", 5, **_VERCEL_REQUEST),
+                _vercel_tool("t1", 10),
+                _do_generate("m2", 20, **_vercel_answer({"type": "error-text", "value": "boom"})),
+            ],
+            [],
+            id="a-call-a-tool-span-ran-is-not-unrun",
+        ),
+        pytest.param(
+            [
+                _do_generate("m1", 5, **_VERCEL_REQUEST),
+                _do_generate("m2", 20, **_vercel_answer({"type": "json", "value": {"ok": True}})),
+            ],
+            [],
+            id="a-successful-answer-is-not-a-rejection",
+        ),
+        pytest.param(
+            [_do_generate("m1", 5, **_VERCEL_REQUEST)],
+            [],
+            id="no-answer-in-the-request-no-row",
+        ),
+        pytest.param(
+            [
+                _llm("m1", 5, {"generations": [[{"text": "", "message": _AI_MESSAGE}]]}),
+                SpanView(
+                    "ScriptedChatModel",
+                    TRACE,
+                    "m2",
+                    20,
+                    25,
+                    attributes={
+                        "openinference.span.kind": "LLM",
+                        "input.value": json.dumps(_LC_ERROR),
+                    },
+                ),
+            ],
+            [("m1", "get_weather", "call_js_1", "Error: bad", False)],
+            id="langchainjs-error-toolmessage-no-tool-span",
+        ),
+    ],
+)
+def test_calls_rejected_before_any_tool_ran(
+    views: list[SpanView], expected: list[tuple[str, str, str, str | None, bool]]
+) -> None:
+    """A requested call that no tool span ran and a later model span answered with an error is an unrun call on the requesting span."""
+    got = [(u.request.span_id, u.tool, u.call_id, u.text, u.denied) for u in unrun_calls(views, ())]
+    assert got == expected
+
+
+def test_an_unrun_call_is_a_row_with_the_rejections_code() -> None:
+    """The pipeline stores a call rejected before any tool ran, with the code its rejection's words give, and passes nothing on for it."""
+    views = [
+        _do_generate("1111111111111111", 5, **_VERCEL_REQUEST),
+        _do_generate(
+            "2222222222222222",
+            20,
+            **_vercel_answer({"type": "error-text", "value": "Invalid input for tool"}),
+        ),
+    ]
+    processed = Pipeline().process_request(views)
+    records = [p for p in processed if p.record is not None]
+    assert len(records) == 1
+    assert records[0].forward is None
+    record = records[0].record
+    assert record is not None
+    assert (record.span_id, record.tool, record.code, record.call_id, record.convention) == (
+        "1111111111111111",
+        "get_weather",
+        "invalid_args",
+        "call_v_3",
+        "vercel_ai",
+    )
