@@ -26,7 +26,7 @@ def run(args: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[st
         capture_output=True,
         text=True,
         env=env,
-        timeout=60,
+        timeout=300,  # a busy machine can take a minute to start Python
         check=False,
         **kwargs,
     )  # type: ignore[call-overload]
@@ -327,7 +327,7 @@ def test_a_table_in_a_log_is_not_folded(db: Path) -> None:
         capture_output=True,
         text=True,
         env=env,
-        timeout=60,
+        timeout=300,
         check=False,
     )
     assert result.returncode == 0, result.stderr
