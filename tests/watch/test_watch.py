@@ -20,7 +20,7 @@ from errscope.collector.errors import ConfigError, StoreError, StoreErrorKind
 from errscope.collector.record import TracebackSample
 from errscope.collector.store.duckdb import DuckDBStore
 from errscope.collector.watch.loop import WatchConfig, Watcher
-from errscope.collector.watch.sinks import Sink, SinkFormat, parse_sink
+from errscope.collector.watch.sinks import Event, Message, Sink, SinkFormat, parse_sink, relink
 from errscope.collector.watch.state import OutboxStatus, WatchState
 from tests.queries.traffic import DEPLOY_TS, StoreSource, call
 from tests.watch.receiver import Receiver, receiver
@@ -587,3 +587,27 @@ def test_a_pending_delivery_to_a_configured_sink_is_not_pruned(
         assert state.counts() == {"sent": 1, "pending": 1}
         assert state.prune(CLEARED + timedelta(hours=1), keep_pending_for=[]) == 1
         assert state.counts() == {}
+
+
+@pytest.mark.parametrize(
+    ("calls", "shown"),
+    [
+        pytest.param(5, 3, id="five-calls-three-links"),
+        pytest.param(2, 2, id="two-calls-two-links"),
+    ],
+)
+def test_slack_has_a_link_per_call_at_most_three(calls: int, shown: int) -> None:
+    """A Slack body links each first failing call once, at most three, and escapes `&`."""
+    finding: dict[str, object] = {
+        "kind": "spike",
+        "first_failing_calls": [
+            {"correlation_id": f"c{i}", "trace_id": f"{i + 1:032x}", "span_id": f"{i + 1:016x}"}
+            for i in range(calls)
+        ],
+        "tracebacks": [],
+    }
+    linked = relink(finding, "honeycomb:acme/prod")
+    message = Message(Event.TRIGGER, 1, "k", SEEN, None, linked)
+    text = str(Sink(SinkFormat.SLACK, "https://hooks.example.invalid/x").body(message))
+    assert text.count("<https://ui.honeycomb.io/") == shown
+    assert "&amp;span=" in text
