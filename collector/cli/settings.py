@@ -36,6 +36,20 @@ _META_KEY: Final = "errscope.config"
 _SECRET_SETTINGS: Final = frozenset({"token", "webhook", "pagerduty_routing_key"})
 
 
+def _check_webhooks(values: object) -> None:
+    from errscope.collector.watch.sinks import check_webhook  # noqa: PLC0415 - only for [watch]
+
+    for text in values if isinstance(values, list) else [values]:
+        check_webhook(str(text))
+
+
+# Values checked beyond their flag's type, as the command checks them when it starts
+# (raising its ConfigError, whose message never holds the value).
+_VALUE_CHECKS: Final[Mapping[tuple[str, str], Callable[[object], None]]] = {
+    ("watch", "webhook"): _check_webhooks,
+}
+
+
 def _command(name: str) -> click.Command:
     from errscope.collector.cli.group import COMMANDS  # noqa: PLC0415 - group imports this module's users
 
@@ -91,6 +105,18 @@ def _defaults(
                 field=key,
                 hint=f"in {file.path}; the same value as {max(param.opts, key=len)} takes",
             ) from None
+        check = _VALUE_CHECKS.get((str(command.name), key))
+        if check is not None:
+            try:
+                check(value)
+            except ConfigError as exc:
+                raise ConfigError(
+                    exc.kind,
+                    exc.message,
+                    entry=str(command.name),
+                    field=key,
+                    hint=f"in {file.path}; {exc.hint}" if exc.hint else f"in {file.path}",
+                ) from None
         if param.multiple and not isinstance(value, list):
             raise ConfigError(
                 ConfigErrorKind.BAD_VALUE,

@@ -4,7 +4,9 @@ A process of its own beside the sidecar (detection's scipy stays out of the side
 reads through `--api` (a running sidecar) or `--db` (a lake, or a file no sidecar holds),
 keeps its episodes and deliveries in `--state` (its own DuckDB file: the sidecar holds the
 store), serves /metrics on a loopback port, and posts each episode once to every
-`--webhook FORMAT=URL`, with a resolve when it clears.  Prints one JSON ready line
+`--webhook FORMAT=URL`, with a resolve when it clears, carrying `--trace-url` links to
+the first failing calls and traceback samples.  Resolved episodes older than
+`--state-keep` are deleted at each run.  Prints one JSON ready line
 (`{"event": "ready", "metrics": "127.0.0.1:PORT"}`), runs until SIGTERM or Ctrl-C, exits 0.
 """
 
@@ -20,6 +22,7 @@ import orjson
 from errscope.collector.cli._common import duration_flag, handle_errors, open_source, source_options
 from errscope.collector.cli.gate import _DEFAULT_CODES, _catalog_option, _codes
 from errscope.collector.cli.settings import config_option
+from errscope.collector.cli.trace_links import trace_url_option
 from errscope.collector.config import WATCH_METRICS_ADDRESS, WATCH_STATE_PATH
 from errscope.collector.errors import ConfigError, ConfigErrorKind
 from errscope.collector.ports import is_loopback
@@ -38,6 +41,12 @@ __all__ = ["watch"]
     default=WATCH_STATE_PATH,
     show_default=True,
     help="The watch's own DuckDB file: episodes and deliveries (one watch per file).",
+)
+@click.option(
+    "--state-keep",
+    default="30d",
+    show_default=True,
+    help="Resolved episodes (and their deliveries) older than this leave the state file.",
 )
 @click.option(
     "--metrics",
@@ -90,6 +99,7 @@ __all__ = ["watch"]
 @click.option("--environment", help="Only this environment.")
 @click.option("--codes", default=_DEFAULT_CODES, show_default=True, help="Codes tested on deploys.")
 @_catalog_option
+@trace_url_option
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
@@ -100,6 +110,7 @@ def watch(
     api: str | None,
     token: str | None,
     state: str,
+    state_keep: str,
     metrics: str,
     insecure: bool,
     interval: str,
@@ -113,6 +124,7 @@ def watch(
     environment: str | None,
     codes: str,
     catalogs: tuple[Path, ...],
+    trace_url: str | None,
     log_format: str,
 ) -> None:
     """Watch for findings: Prometheus metrics on /metrics, each episode once to webhooks.
@@ -132,6 +144,9 @@ def watch(
     step = duration_flag(interval, "--interval").total_seconds()
     if step <= 0:
         raise click.BadParameter("must be positive", param_hint="--interval")
+    keep = duration_flag(state_keep, "--state-keep").total_seconds()
+    if keep <= 0:
+        raise click.BadParameter("must be positive", param_hint="--state-keep")
     backoff = duration_flag(webhook_backoff, "--webhook-backoff").total_seconds()
     sinks = [
         parse_sink(text, index=i, routing_key=pagerduty_routing_key)
@@ -143,9 +158,11 @@ def watch(
         rate_per_min=webhook_rate,
         max_attempts=webhook_attempts,
         backoff_s=max(backoff, 0.001),
+        keep_s=keep,
         service=service,
         environment=environment,
         detect=with_codes(DEFAULT_CONFIG, _codes(codes, catalogs)),
+        trace_url=trace_url,
     )
     address = None if metrics.lower() in ("", "off", "none") else metrics
     bind = parse_address(address, "metrics") if address else None

@@ -7,8 +7,12 @@ every finding clearing.  `Watcher.deliver` posts what the outbox owes, each sink
 `rate_per_min` messages a minute (Slack takes about one a second per hook; a burst of
 findings waits its turn rather than being dropped), retrying 429, 5xx and no answer with
 exponential backoff (or the server's Retry-After when longer) up to `max_attempts`.
-`Watcher.serve` runs both until its stop event is set.  No jitter on the backoff: one
-watch per webhook is no herd.
+A finding that opens an episode has its evidence gathered once (errscope.queries.evidence:
+its first failing calls and traceback samples, two queries per id), kept with the episode
+while it stays open; each post draws its trace links from `trace_url` then (sinks.relink).
+Each run first deletes the episodes resolved more than `keep_s` ago, with their deliveries
+(`WatchState.prune`).  `Watcher.serve` runs both until its stop event is set.  No jitter
+on the backoff: one watch per webhook is no herd.
 
 Thread-safety: `run_once`, `deliver` and `serve` belong to one thread; `exposition` may be
 called from the metrics server's threads (it reads a snapshot under `_lock`).
@@ -21,16 +25,17 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from errscope.collector.errors import ErrscopeError
 from errscope.collector.sidecar.metrics import escape_label
-from errscope.collector.watch.sinks import DeliveryOutcome, Sink
-from errscope.collector.watch.state import Episode, OutboxStatus, WatchState
+from errscope.collector.watch.sinks import DeliveryOutcome, Sink, relink
+from errscope.collector.watch.state import Episode, OutboxStatus, WatchState, finding_key
 from errscope.queries.detect import DEFAULT_CONFIG, DetectConfig, detect_all
-from errscope.queries.findings import finding_dict
+from errscope.queries.evidence import gather_evidence
+from errscope.queries.findings import Finding, finding_dict
 from errscope.queries.source import QuerySource
 
 __all__ = ["WatchConfig", "Watcher"]
@@ -38,6 +43,7 @@ __all__ = ["WatchConfig", "Watcher"]
 log = logging.getLogger("errscope.watch")
 
 _EPISODE_LABELS: Final = ("kind", "service", "environment", "code")
+_EVIDENCE_KEYS: Final = ("first_failing_calls", "tracebacks")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +56,11 @@ class WatchConfig:
     max_attempts: int = 8
     backoff_s: float = 1.0  # first retry; doubles per attempt
     max_backoff_s: float = 300.0
+    keep_s: float = 30 * 86400.0  # resolved episodes older than this are deleted
     service: str | None = None
     environment: str | None = None
     detect: DetectConfig = DEFAULT_CONFIG
+    trace_url: str | None = None  # the links' template (errscope.queries.links); None: none
 
 
 class Watcher:
@@ -87,6 +95,9 @@ class Watcher:
         now = now or self.clock()
         started = time.monotonic()
         try:
+            self.state.prune(
+                now - timedelta(seconds=self.config.keep_s), keep_pending_for=list(self.sinks)
+            )
             found = detect_all(
                 self.source,
                 as_of=now,
@@ -95,7 +106,7 @@ class Watcher:
                 config=self.config.detect,
             )
             observed = self.state.observe(
-                [finding_dict(f) for f in found],
+                self._with_evidence(found),
                 now,
                 resolve_after_s=self.config.resolve_after_s,
                 sinks=list(self.sinks),
@@ -116,6 +127,22 @@ class Watcher:
             log.info("episode resolved", extra={"code": labels["code"], "reason": labels["kind"]})
         self._finish_run(ok=True, seconds=time.monotonic() - started)
         return True
+
+    def _with_evidence(self, found: Sequence[Finding]) -> list[dict[str, object]]:
+        """The findings' JSON with their evidence: gathered for a finding that opens an
+        episode, carried over from the episode for one already open."""
+        current = {e.key: e for e in self.state.open_episodes()}
+        plain = [(f, finding_dict(f)) for f in found]
+        new = [f for f, d in plain if finding_key(d) not in current]
+        evidence = gather_evidence(self.source, new, self.config.trace_url) if new else {}
+        out: list[dict[str, object]] = []
+        for f, d in plain:
+            episode = current.get(finding_key(d))
+            if episode is None:
+                out.append(finding_dict(f, evidence.get(f)))
+            else:
+                out.append({**d, **{k: episode.finding.get(k, []) for k in _EVIDENCE_KEYS}})
+        return out
 
     def _finish_run(self, *, ok: bool, seconds: float) -> None:
         open_now = self.state.open_episodes()
@@ -163,7 +190,9 @@ class Watcher:
                 continue
             item = items[0]
             self._last_post[ident] = now
-            delivery = sink.post(item.message)
+            message = item.message
+            message = replace(message, finding=relink(message.finding, self.config.trace_url))
+            delivery = sink.post(message)
             tried += 1
             attempts = item.attempts + 1
             retry_at = (

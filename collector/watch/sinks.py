@@ -14,6 +14,13 @@ userinfo), so it appears in no log line, error message, metric label or state ro
 (what the state file keys deliveries by) a truncated SHA-256 of it.  `Delivery.reason` is a
 status code or an exception's class name, never the exception's text (which can quote the
 URL).
+
+Trace links (`--trace-url`): a message carries the links of its finding's first failing
+calls and traceback samples (`Message.links`, at most `MAX_LINKS` of each, one per
+distinct URL): the json body's `links` and the finding's own `trace_url` fields, a Slack
+section with one mrkdwn link per call, PagerDuty's Events v2 `links` array.  `relink` draws
+them from the ids with the template the watch runs with now, so a template changed across a
+restart applies to what is still owed; with no template there is no link anywhere.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import hashlib
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -31,8 +39,10 @@ from typing import Final
 import orjson
 
 from errscope.collector.errors import ConfigError, ConfigErrorKind
+from errscope.queries.links import trace_url
 
 __all__ = [
+    "MAX_LINKS",
     "WATCH_SCHEMA",
     "Delivery",
     "DeliveryOutcome",
@@ -40,13 +50,18 @@ __all__ = [
     "Message",
     "Sink",
     "SinkFormat",
+    "check_webhook",
     "parse_sink",
+    "relink",
 ]
 
 WATCH_SCHEMA: Final = "errscope.watch/1"
 _DEFAULT_TIMEOUT_S: Final = 10.0
 _MAX_RETRY_AFTER_S: Final = 3600.0  # a server asking for longer is asked again in an hour
 _IDENT_HEX: Final = 16
+#: Links of each kind (first failing calls, traceback samples) a message carries at most.
+MAX_LINKS: Final = 3
+_SLACK_SECTION_MAX: Final = 3000  # Slack refuses a section text longer than this
 
 
 class SinkFormat(StrEnum):
@@ -108,6 +123,51 @@ class Message:
         state = "resolved" if self.event is Event.RESOLVE else "open"
         return f"[errscope {state}] {f.get('kind')}: {where}{version} {f.get('code')}{field}"
 
+    @property
+    def links(self) -> list[dict[str, str]]:
+        """`[{href, text}]`: the first failing calls', then the traceback samples' trace
+        links (at most MAX_LINKS of each, a URL once); empty without a template."""
+        out: list[dict[str, str]] = []
+        seen: set[str] = set()
+        for key, label in (("first_failing_calls", "call"), ("tracebacks", "traceback")):
+            taken = 0
+            for item in _items(self.finding.get(key)):
+                href = item.get("trace_url")
+                if not isinstance(href, str) or not href or href in seen or taken >= MAX_LINKS:
+                    continue
+                seen.add(href)
+                taken += 1
+                what = item.get("correlation_id") if key == "first_failing_calls" else None
+                what = what or item.get("exception_type") or item.get("trace_id")
+                out.append({"href": href, "text": f"{label} {what}" if what else label})
+        return out
+
+
+def _items(value: object) -> list[Mapping[str, object]]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def relink(finding: Mapping[str, object], template: str | None) -> dict[str, object]:
+    """The finding with each first failing call's and traceback sample's `trace_url` drawn
+    again from its ids with `template` (None everywhere without one)."""
+    out = dict(finding)
+    for key in ("first_failing_calls", "tracebacks"):
+        if isinstance(finding.get(key), list):
+            out[key] = [
+                {
+                    **item,
+                    "trace_url": trace_url(
+                        template, _text(item.get("trace_id")), _text(item.get("span_id"))
+                    ),
+                }
+                for item in _items(finding.get(key))
+            ]
+    return out
+
 
 def _time(value: datetime | None) -> str | None:
     return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
@@ -115,6 +175,40 @@ def _time(value: datetime | None) -> str | None:
 
 def _severity(kind: object) -> str:
     return "critical" if kind == "deploy_regression" else "error" if kind == "spike" else "warning"
+
+
+def _check_url(fmt: SinkFormat, url: str) -> urllib.parse.SplitResult:
+    """The URL's parts, once it is an http(s) URL with a host (and a port, if any, a number)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.port  # raises ValueError for a port that is not a number
+    except ValueError:
+        parts = None  # its text quotes the URL: not kept
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            ConfigErrorKind.BAD_VALUE,
+            "a webhook must be an http(s) URL",
+            field="--webhook",
+            hint=f"for example {fmt}=https://host/path (the URL is not repeated here)",
+        )
+    return parts
+
+
+def check_webhook(text: str) -> tuple[SinkFormat, str]:
+    """`FORMAT=URL` checked for its format and URL shape (what `errscope watch` refuses at
+    start, the PagerDuty routing key aside): ConfigError BAD_VALUE, field `--webhook`, never
+    holding the URL."""
+    fmt, sep, url = text.partition("=")
+    if not sep or fmt.strip().lower() not in SinkFormat.__members__.values():
+        raise ConfigError(
+            ConfigErrorKind.BAD_VALUE,
+            "must be FORMAT=URL with FORMAT one of " + ", ".join(SinkFormat),
+            field="--webhook",
+            hint="for example slack=https://hooks.slack.com/services/... (the value is not shown)",
+        )
+    kind = SinkFormat(fmt.strip().lower())
+    _check_url(kind, url.strip())
+    return kind, url.strip()
 
 
 class Sink:
@@ -129,14 +223,7 @@ class Sink:
         routing_key: str | None = None,
         timeout_s: float = _DEFAULT_TIMEOUT_S,
     ) -> None:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(
-                ConfigErrorKind.BAD_VALUE,
-                "a webhook must be an http(s) URL",
-                field="--webhook",
-                hint=f"for example {fmt}=https://host/path (the URL is not repeated here)",
-            )
+        parts = _check_url(fmt, url)
         if fmt is SinkFormat.PAGERDUTY and not routing_key:
             raise ConfigError(
                 ConfigErrorKind.BAD_VALUE,
@@ -182,6 +269,7 @@ class Sink:
                         "resolved_at": _time(message.resolved_at),
                     },
                     "finding": message.finding,
+                    "links": message.links,
                 }
             case SinkFormat.SLACK:
                 return _slack(message)
@@ -237,16 +325,33 @@ def _slack(message: Message) -> dict[str, object]:
     context = f"opened {_time(message.opened_at)} · episode {message.dedup_key}"
     if ids:
         context += f" · correlation ids: {ids}"
-    return {
-        "text": message.title,
-        "blocks": [
-            {
-                "type": "section",
-                "text": {"type": "mrkdwn", "text": "\n".join(x for x in lines if x)},
-            },
-            {"type": "context", "elements": [{"type": "mrkdwn", "text": context}]},
-        ],
-    }
+    blocks: list[dict[str, object]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(x for x in lines if x)}}
+    ]
+    linked = _slack_links(message.links)
+    if linked:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": linked}})
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]})
+    return {"text": message.title, "blocks": blocks}
+
+
+def _slack_escape(text: str) -> str:
+    """Slack's mrkdwn control characters as its entities (in a link's URL too)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _slack_links(links: list[dict[str, str]]) -> str:
+    """One `<url|text>` line per link, as many as fit Slack's section limit."""
+    lines: list[str] = []
+    size = 0
+    for link in links:
+        href = _slack_escape(link["href"]).replace("|", "%7C")
+        line = f"<{href}|{_slack_escape(link['text']).replace('|', '/')}>"
+        if size + len(line) + 1 > _SLACK_SECTION_MAX:
+            break
+        lines.append(line)
+        size += len(line) + 1
+    return "\n".join(lines)
 
 
 def _pagerduty(message: Message, routing_key: str) -> dict[str, object]:
@@ -268,6 +373,9 @@ def _pagerduty(message: Message, routing_key: str) -> dict[str, object]:
             "class": f.get("kind"),
             "custom_details": f,
         }
+        links = message.links
+        if links:
+            body["links"] = links
     return body
 
 
@@ -275,18 +383,5 @@ def parse_sink(
     text: str, *, index: int, routing_key: str | None = None, timeout_s: float = _DEFAULT_TIMEOUT_S
 ) -> Sink:
     """`FORMAT=URL` (json=, slack=, pagerduty=) as a `Sink`; an error never holds the URL."""
-    fmt, sep, url = text.partition("=")
-    if not sep or fmt.strip().lower() not in SinkFormat.__members__.values():
-        raise ConfigError(
-            ConfigErrorKind.BAD_VALUE,
-            "must be FORMAT=URL with FORMAT one of " + ", ".join(SinkFormat),
-            field="--webhook",
-            hint="for example slack=https://hooks.slack.com/services/... (the value is not shown)",
-        )
-    return Sink(
-        SinkFormat(fmt.strip().lower()),
-        url.strip(),
-        index=index,
-        routing_key=routing_key,
-        timeout_s=timeout_s,
-    )
+    fmt, url = check_webhook(text)
+    return Sink(fmt, url, index=index, routing_key=routing_key, timeout_s=timeout_s)

@@ -15,6 +15,11 @@ resolve when it clears if its trigger was sent; a trigger still unsent when the 
 clears is cancelled.  Rows are marked done only after the post, so a restart resends
 nothing already sent and retries what was not.
 
+Retention: `prune` deletes the episodes resolved before a cutoff, with their outbox rows
+(`errscope watch --state-keep`, 30 days by default, at every run), except one still owing
+a delivery to a configured sink.  Episode ids never repeat (the highest ever given is kept
+in watch_meta), so a PagerDuty dedup_key is never reused.
+
 Not thread-safe: one `WatchState` is used from the watch loop's thread only.
 """
 
@@ -201,7 +206,9 @@ class WatchState:
                     resolved.append(_with(episode, resolved_at=now))
             still_open = set(current) - {r.key for r in resolved}
             (next_id,) = con.execute(
-                "SELECT coalesce(max(episode_id), 0) + 1 FROM watch_episodes"
+                "SELECT greatest(coalesce(max(episode_id), 0), coalesce(("
+                "SELECT CAST(value AS BIGINT) FROM watch_meta WHERE key = 'last_episode_id'"
+                "), 0)) + 1 FROM watch_episodes"
             ).fetchone() or (1,)
             for key, f in latest.items():
                 body = orjson.dumps(f).decode()
@@ -319,6 +326,42 @@ class WatchState:
             ],
         )
         return status
+
+    def prune(self, before: datetime, *, keep_pending_for: Sequence[str] = ()) -> int:
+        """Delete the episodes resolved before `before` and their outbox rows, in one
+        transaction; one with a pending delivery to a sink in `keep_pending_for` (idents)
+        stays until it is done.  Returns how many episodes went."""
+        con = self._con
+        sinks = list(keep_pending_for)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(
+                "INSERT INTO watch_meta SELECT 'last_episode_id', CAST(max(episode_id) AS VARCHAR) "
+                "FROM watch_episodes HAVING max(episode_id) IS NOT NULL "
+                "ON CONFLICT (key) DO UPDATE SET value = CAST(greatest("
+                "CAST(watch_meta.value AS BIGINT), CAST(excluded.value AS BIGINT)) AS VARCHAR)"
+            )
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE watch_prune AS SELECT episode_id FROM watch_episodes "
+                "WHERE resolved_at IS NOT NULL AND resolved_at < ? AND episode_id NOT IN ("
+                "SELECT episode_id FROM watch_outbox WHERE status = 'pending' "
+                "AND list_contains(?, sink))",
+                [_utc(before), sinks],
+            )
+            con.execute(
+                "DELETE FROM watch_outbox WHERE episode_id IN (SELECT episode_id FROM watch_prune)"
+            )
+            con.execute(
+                "DELETE FROM watch_episodes "
+                "WHERE episode_id IN (SELECT episode_id FROM watch_prune)"
+            )
+            (gone,) = con.execute("SELECT count(*) FROM watch_prune").fetchone() or (0,)
+            con.execute("DROP TABLE watch_prune")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return int(gone)
 
     def counts(self) -> dict[str, int]:
         """Outbox rows by status."""

@@ -17,9 +17,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from errscope.collector.errors import ConfigError, StoreError, StoreErrorKind
+from errscope.collector.record import TracebackSample
 from errscope.collector.store.duckdb import DuckDBStore
 from errscope.collector.watch.loop import WatchConfig, Watcher
-from errscope.collector.watch.sinks import Sink, SinkFormat, parse_sink
+from errscope.collector.watch.sinks import Event, Message, Sink, SinkFormat, parse_sink, relink
 from errscope.collector.watch.state import OutboxStatus, WatchState
 from tests.queries.traffic import DEPLOY_TS, StoreSource, call
 from tests.watch.receiver import Receiver, receiver
@@ -419,3 +420,194 @@ def test_the_loop_wakes_only_for_webhooks_it_can_post_to(
             next_run = SEEN + timedelta(minutes=1)
             wake = again.next_wake(SEEN, next_run)
     assert (wake < next_run) is wakes_early
+
+
+JAEGER = "jaeger:http://jaeger.example:16686"
+
+
+def _linked_store() -> DuckDBStore:
+    """A looping trace whose calls have known ids, and a traceback sample for its first."""
+    s = DuckDBStore(":memory:")
+    calls = [
+        call(
+            T0 + timedelta(seconds=i),
+            code="invalid_args",
+            field="job_id",
+            trace_id="f" * 32,
+            span_id=f"{i + 1:016x}",
+            correlation_id=f"link-{i}",
+        )
+        for i in range(4)
+    ]
+    s.append_tool_calls(calls)
+    s.append_tracebacks(
+        [
+            TracebackSample(
+                ts=calls[0].ts,
+                service=calls[0].service,
+                tool=calls[0].tool,
+                trace_id=calls[0].trace_id,
+                span_id=calls[0].span_id,
+                exception_type="ValidationError",
+                fingerprint="fp-1",
+                text="ValidationError: job_id is not a job id",
+                version=calls[0].version,
+                correlation_id=calls[0].correlation_id,
+            )
+        ]
+    )
+    return s
+
+
+def _link(span: int) -> str:
+    return f"http://jaeger.example:16686/trace/{'f' * 32}?uiFind={span:016x}"
+
+
+@pytest.mark.parametrize(
+    ("template", "linked"),
+    [
+        pytest.param(JAEGER, True, id="with-a-template"),
+        pytest.param(None, False, id="no-template-no-link"),
+    ],
+)
+def test_messages_carry_the_trace_links(tmp_path: Path, template: str | None, linked: bool) -> None:
+    """With --trace-url every webhook's trigger links the first failing calls (at most 3)
+    and the traceback sample: json `links` and finding fields, a Slack mrkdwn link per
+    call, PagerDuty's `links`; without one no body holds a trace URL."""
+    s = _linked_store()
+    config = replace(FAST, trace_url=template)
+    try:
+        with receiver() as rx, WatchState(tmp_path / "w.duckdb") as state:
+            watcher = _watcher(s, state, _sinks(rx), config)
+            watcher.run_once(SEEN)
+            watcher.run_once(SEEN + timedelta(minutes=1))  # carried over, not gathered again
+            watcher.deliver(SEEN + timedelta(minutes=1))
+            posts = {k: v[0] for k, v in _by_path(rx).items()}
+            raw = "\n".join(str(p.body) for p in rx.posts)
+    finally:
+        s.close()
+    body = posts["/json"]
+    finding = body["finding"]
+    ids = [c["correlation_id"] for c in finding["first_failing_calls"]]  # type: ignore[index]
+    assert ids[0] == "link-0"
+    slack_text = "\n".join(
+        b["text"]["text"]  # type: ignore[index]
+        for b in posts[SLACK_PATH]["blocks"]  # type: ignore[union-attr]
+        if b["type"] == "section"  # type: ignore[index]
+    )
+    if not linked:
+        assert body["links"] == []
+        assert "links" not in posts["/v2/enqueue"]
+        assert "jaeger" not in raw
+        assert "uiFind" not in raw
+        assert all(c["trace_url"] is None for c in finding["first_failing_calls"])  # type: ignore[index]
+        return
+    calls = [_link(int(i.split("-")[1]) + 1) for i in ids][:3]
+    assert [link["href"] for link in body["links"]] == calls  # type: ignore[union-attr,index]
+    assert [c["trace_url"] for c in finding["first_failing_calls"]] == calls  # type: ignore[index]
+    (sample,) = finding["tracebacks"]  # type: ignore[index]
+    assert sample["trace_url"] == _link(1)  # the same span as the first call: one link
+    assert posts["/v2/enqueue"]["links"] == [
+        {"href": h, "text": f"call {i}"} for i, h in zip(ids, calls, strict=True)
+    ]
+    for i, href in zip(ids, calls, strict=True):
+        assert f"<{href}|call {i}>" in slack_text
+    assert slack_text.count("<http") == len(calls)
+    for secret in SECRETS:
+        assert secret not in raw
+
+
+def test_links_follow_the_template_the_watch_runs_with(tmp_path: Path) -> None:
+    """An episode opened without a template and posted by a watch restarted with one
+    carries the links: they are drawn at post time from the stored ids."""
+    s = _linked_store()
+    path = tmp_path / "w.duckdb"
+    try:
+        with receiver() as rx:
+            sink = [parse_sink(f"json={rx.url('/hook')}", index=0)]
+            with WatchState(path) as state:
+                _watcher(s, state, sink).run_once(SEEN)
+            with WatchState(path) as state:
+                again = _watcher(s, state, sink, replace(FAST, trace_url=JAEGER))
+                again.deliver(SEEN)
+            (post,) = rx.posts
+    finally:
+        s.close()
+    assert [link["href"] for link in post.body["links"]][:1] == [_link(1)]  # type: ignore[index]
+
+
+def test_old_resolved_episodes_leave_the_state_file(store: DuckDBStore, tmp_path: Path) -> None:
+    """A run deletes episodes resolved longer than keep_s ago with their deliveries, keeps
+    younger ones, and a later episode gets a new id (no dedup_key reused)."""
+    config = replace(FAST, keep_s=86400.0)
+    path = tmp_path / "w.duckdb"
+    with receiver() as rx, WatchState(path) as state:
+        watcher = _watcher(store, state, _sinks(rx)[:1], config)
+        watcher.run_once(SEEN)
+        watcher.deliver(SEEN)
+        watcher.run_once(CLEARED)
+        watcher.deliver(CLEARED)
+        assert state.counts() == {"sent": 2}
+        watcher.run_once(CLEARED + timedelta(hours=23))  # younger than keep: still there
+        assert state.counts() == {"sent": 2}
+        watcher.run_once(CLEARED + timedelta(days=1, minutes=1))
+        assert state.counts() == {}
+        assert state._con.execute("SELECT count(*) FROM watch_episodes").fetchone() == (0,)
+        _loop(store, trace="e" * 32)
+        later = CLEARED + timedelta(days=1, minutes=2)
+        store.append_tool_calls(
+            [
+                call(
+                    later + timedelta(seconds=i),
+                    code="invalid_args",
+                    field="job_id",
+                    trace_id="c" * 32,
+                )
+                for i in range(4)
+            ]
+        )
+        watcher.run_once(later + timedelta(minutes=1))
+        (episode,) = state.open_episodes()
+    assert episode.episode_id == 2
+
+
+def test_a_pending_delivery_to_a_configured_sink_is_not_pruned(
+    store: DuckDBStore, tmp_path: Path
+) -> None:
+    """A resolved episode past keep whose resolve is still owed to a configured webhook
+    stays; once no configured webhook is owed it goes."""
+    config = replace(FAST, keep_s=60.0)
+    with receiver() as rx, WatchState(tmp_path / "w.duckdb") as state:
+        sinks = [parse_sink(f"json={rx.url('/hook')}", index=0)]
+        watcher = _watcher(store, state, sinks, config)
+        watcher.run_once(SEEN)
+        watcher.deliver(SEEN)
+        watcher.run_once(CLEARED)  # the resolve is owed, not posted
+        watcher.run_once(CLEARED + timedelta(hours=1))
+        assert state.counts() == {"sent": 1, "pending": 1}
+        assert state.prune(CLEARED + timedelta(hours=1), keep_pending_for=[]) == 1
+        assert state.counts() == {}
+
+
+@pytest.mark.parametrize(
+    ("calls", "shown"),
+    [
+        pytest.param(5, 3, id="five-calls-three-links"),
+        pytest.param(2, 2, id="two-calls-two-links"),
+    ],
+)
+def test_slack_has_a_link_per_call_at_most_three(calls: int, shown: int) -> None:
+    """A Slack body links each first failing call once, at most three, and escapes `&`."""
+    finding: dict[str, object] = {
+        "kind": "spike",
+        "first_failing_calls": [
+            {"correlation_id": f"c{i}", "trace_id": f"{i + 1:032x}", "span_id": f"{i + 1:016x}"}
+            for i in range(calls)
+        ],
+        "tracebacks": [],
+    }
+    linked = relink(finding, "honeycomb:acme/prod")
+    message = Message(Event.TRIGGER, 1, "k", SEEN, None, linked)
+    text = str(Sink(SinkFormat.SLACK, "https://hooks.example.invalid/x").body(message))
+    assert text.count("<https://ui.honeycomb.io/") == shown
+    assert "&amp;span=" in text
