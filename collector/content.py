@@ -21,7 +21,12 @@ import orjson
 from errscope.collector import semconv as sc
 from errscope.collector.spanview import AttrValue
 
-__all__ = ["ContentPolicy", "content_family", "mask_traceback_content"]
+__all__ = [
+    "ContentPolicy",
+    "arguments_unrecorded",
+    "content_family",
+    "mask_traceback_content",
+]
 
 CONTENT_RULE: Final = "content"  # counted as content:<family>
 _MASK: Final = "[content]"
@@ -33,6 +38,21 @@ _FRAME_LINE_RE: Final = re.compile(
     r"^\s*(?:File \"|at\s|\.\.\.|goroutine\s|\S+\.go:\d+|\S+\.(?:rs|rb|php):\d+|#\d+\s)"
 )
 _MIN_MASKED_CHARS: Final = 4
+# When the call's arguments are unknown, an exception line keeps its type and, of its
+# message, only what no argument can be: codes (`[Errno 13]`, `404`, `ENOENT`) and masks.
+_EXC_HEAD_RE: Final = re.compile(
+    r"^(\s*(?:Caused by:\s+|panic:\s+)?"
+    r"(?:[A-Za-z_$][\w$]*(?:\.|::|\$))*[A-Za-z_$][\w$<>]*:)(\s.*)?$"
+)
+_STRUCTURE_RE: Final = re.compile(
+    r"^\s*(?:Traceback \(most recent call last\):|The above exception was the direct cause"
+    r" of the following exception:|During handling of the above exception, another exception"
+    r" occurred:|Caused by:|Stack backtrace:|stack backtrace:|\[[^\]\s]*\])?\s*$"
+)
+_KEPT_PIECE_RE: Final = re.compile(
+    r"\[Errno \d{1,5}\]|\[REDACTED:[\w:.-]{1,64}\]|['\"`]?\[content\]['\"`]?[:,.;)]?"
+    r"|(?<![\w./-])(?:\d{1,5}|[A-Z][A-Z0-9_]{2,31})(?![\w/-]|\.\w)[:,.;)]?"
+)
 EXCEPTION_WORDS: Final = frozenset({sc.EXCEPTION_MESSAGE, sc.EXCEPTION_STACKTRACE})
 
 
@@ -110,11 +130,63 @@ def argument_values(attrs: Mapping[str, AttrValue]) -> list[str]:
     return sorted(kept, key=len, reverse=True)
 
 
-def mask_traceback_content(text: str, values: Sequence[str] = ()) -> tuple[str, int]:
+def arguments_unrecorded(convention: str, attrs: Mapping[str, AttrValue]) -> bool:
+    """True when the call's arguments are unknown: its convention records none, nor does it.
+
+    An MCP span (the SDK's own telemetry, fastmcp's) carries no arguments by design, so no
+    value is known to mask and its exception messages may repeat any of them; the other
+    conventions record the arguments (or, errscope's toolkit, scrub the message at source).
+    """
+    return convention in _ARGUMENTS_UNRECORDED and not any(key in attrs for key in sc.ARGUMENT_KEYS)
+
+
+_ARGUMENTS_UNRECORDED: Final = frozenset({"mcp"})
+
+
+def _free_text_masked(message: str) -> tuple[str, int]:
+    """`message` with each run of free text between kept pieces (codes, masks) masked."""
+    out: list[str] = []
+    masked = 0
+    at = 0
+    for piece in _KEPT_PIECE_RE.finditer(message):
+        gap = message[at : piece.start()]
+        if gap.strip(" \t:,.;()-"):
+            out.append(
+                gap[: len(gap) - len(gap.lstrip())] + _MASK + (" " if gap[-1:].isspace() else "")
+            )
+            masked += 1
+        else:
+            out.append(gap)
+        out.append(piece.group())
+        at = piece.end()
+    gap = message[at:]
+    if gap.strip(" \t:,.;()-"):
+        out.append(gap[: len(gap) - len(gap.lstrip())] + _MASK)
+        masked += 1
+    else:
+        out.append(gap)
+    return "".join(out), masked
+
+
+def _unknown_arguments_line(line: str) -> tuple[str, int]:
+    if _STRUCTURE_RE.match(line):
+        return line, 0
+    head = _EXC_HEAD_RE.match(line)
+    if head is None:
+        return _free_text_masked(line)
+    message, masked = _free_text_masked(head.group(2) or "")
+    return head.group(1) + message, masked
+
+
+def mask_traceback_content(
+    text: str, values: Sequence[str] = (), *, arguments_known: bool = True
+) -> tuple[str, int]:
     """A redacted traceback without the call's content; and how many pieces were masked.
 
     Every argument value is masked wherever it appears; on the exception lines (not the
     frames) URLs keep only their scheme and host, and quoted literals lose their text.
+    When the arguments are unknown (`arguments_unrecorded`), an exception line keeps only
+    its type and, of its message, codes and masks: every run of free text becomes one mask.
     """
     masked = 0
     lines = []
@@ -128,5 +200,8 @@ def mask_traceback_content(text: str, values: Sequence[str] = ()) -> tuple[str, 
             line, n_url = _URL_RE.subn(lambda m: f"{m.group(1)}/{_MASK}", line)
             line, n_quoted = _QUOTED_RE.subn(lambda m: f"{m.group()[0]}{_MASK}{m.group()[0]}", line)
             masked += n_url + n_quoted
+            if not arguments_known:
+                line, n_free = _unknown_arguments_line(line)
+                masked += n_free
         lines.append(line)
     return "\n".join(lines), masked

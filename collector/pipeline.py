@@ -50,6 +50,7 @@ from errscope.collector.content import (
     EXCEPTION_WORDS,
     ContentPolicy,
     argument_values,
+    arguments_unrecorded,
     content_family,
     mask_traceback_content,
 )
@@ -540,8 +541,12 @@ class Pipeline:
             return None
         # The traceback's messages quote the call's arguments (a URL's path and query, a
         # parser's "For input string"): conversation content, never stored.
+        # A convention that records no arguments leaves them unknown, not absent: then only
+        # the exception types and codes of the messages are kept (`arguments_unrecorded`).
         masked_text, masked = mask_traceback_content(
-            redacted.text, argument_values(view.attributes)
+            redacted.text,
+            argument_values(view.attributes),
+            arguments_known=not arguments_unrecorded(record.convention or "", view.attributes),
         )
         if masked:
             counts.add({f"{CONTENT_RULE}:traceback": masked})
