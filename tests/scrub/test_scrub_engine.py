@@ -487,3 +487,20 @@ def test_form_space_view_leaves_timestamps_and_plain_text_alone(scrubber: Scrubb
     """ "+00:00" and "C++" build no view; plain form text is unchanged."""
     for text in ("at 2026-11-30T10:00:00+00:00 ok", "C++ build", "q=red+shoes&page=2"):
         assert scrubber.scrub(text).text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        pytest.param("GB82 WEST 1234 5698 7654 32", True, id="gb-printed"),
+        pytest.param("GB82WEST12345698765432", True, id="gb-electronic"),
+        # A ULID that passes mod 97, of a "country" CB that issues no IBANs.
+        pytest.param("CB18GR629BZMG2TB15MMP6F8MT", False, id="ulid-no-such-country"),
+        # A real country with the wrong length for it (Germany's are 22).
+        pytest.param("DE89370400440532013000123", False, id="de-wrong-length"),
+    ],
+)
+def test_an_iban_needs_its_countrys_length(pii_scrubber: Scrubber, text: str, masked: bool) -> None:
+    """Only a string of an IBAN country's own length counts as an IBAN: the mod-97 check alone
+    passes one string in 97, and masked ULIDs in a benign-id property run."""
+    assert (pii_scrubber.scrub(text).text != text) is masked
