@@ -23,7 +23,6 @@ __all__ = [
     "FindingKind",
     "Verdict",
     "check_dict",
-    "check_json",
     "finding_dict",
     "findings_json",
 ]
@@ -199,31 +198,3 @@ def check_dict(
         "findings": [finding_dict(f, known.get(f)) for f in findings],
         "notes": [finding_dict(f, known.get(f)) for f in notes],
     }
-
-
-def check_json(
-    verdict: Verdict,
-    findings: Sequence[Finding],
-    *,
-    service: str,
-    version: str,
-    environment: str | None,
-    as_of: datetime,
-    reason: str,
-    notes: Sequence[Finding] = (),
-    evidence: Evidence | None = None,
-) -> str:
-    """`check_dict` as JSON text."""
-    return orjson.dumps(
-        check_dict(
-            verdict,
-            findings,
-            service=service,
-            version=version,
-            environment=environment,
-            as_of=as_of,
-            reason=reason,
-            notes=notes,
-            evidence=evidence,
-        )
-    ).decode()
