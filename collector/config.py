@@ -64,6 +64,8 @@ API_ADDRESS: Final = "127.0.0.1:4320"
 OTLP_GRPC_URL: Final = f"http://{OTLP_GRPC_ADDRESS}"
 OTLP_HTTP_URL: Final = f"http://{OTLP_HTTP_ADDRESS}"
 API_URL: Final = f"http://{API_ADDRESS}"
+# How long a command waits on the sidecar's API for an answer (queries, gates, deploy marks).
+API_TIMEOUT_S: Final = 30.0
 DASHBOARD_PORT: Final = 8501
 STORE_FILE_NAME: Final = "errscope.duckdb"
 STORE_PATH: Final = f"data/{STORE_FILE_NAME}"

@@ -24,7 +24,7 @@ from typing import Final, Protocol
 import pyarrow as pa
 import pyarrow.ipc
 
-from errscope.collector.config import API_URL
+from errscope.collector.config import API_TIMEOUT_S, API_URL
 from errscope.collector.errors import QueryError, QueryErrorKind, StoreError, StoreErrorKind
 from errscope.collector.store import open_store
 from errscope.collector.store.lake import mask_secrets
@@ -40,7 +40,6 @@ __all__ = [
 ]
 
 ARROW_STREAM: Final = "application/vnd.apache.arrow.stream"
-_DEFAULT_TIMEOUT_S: Final = 30.0
 
 
 class SourceError(StoreError):
@@ -102,7 +101,7 @@ class ApiSource:
     """Named queries through a running sidecar's query API."""
 
     def __init__(
-        self, url: str, *, token: str | None = None, timeout_s: float = _DEFAULT_TIMEOUT_S
+        self, url: str, *, token: str | None = None, timeout_s: float = API_TIMEOUT_S
     ) -> None:
         if split_http_url(url) is None:
             raise SourceError(

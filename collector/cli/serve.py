@@ -18,6 +18,7 @@ from errscope.collector.cli.settings import config_option, file_matchers
 from errscope.collector.cli.trace_links import trace_url_option
 from errscope.collector.config import (
     API_ADDRESS,
+    API_TIMEOUT_S,
     API_URL,
     OTLP_GRPC_ADDRESS,
     OTLP_HTTP_ADDRESS,
@@ -244,7 +245,7 @@ def deploy(
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=API_TIMEOUT_S) as response:  # noqa: S310
             answer = response.read(4096)
     except urllib.error.HTTPError as exc:
         raise _refused(exc, shown) from None
