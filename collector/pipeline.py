@@ -311,6 +311,8 @@ class Pipeline:
                 if sc.AI_OPERATION_ID in attrs
                 else Convention.OPENINFERENCE
                 if sc.OPENINFERENCE_SPAN_KIND in attrs
+                else Convention.HAYSTACK
+                if sc.HAYSTACK_LLM_OUTPUT in attrs
                 else Convention.GENAI
             )
             processed = self.process(call.as_view(code, convention.value), received_at=received_at)
@@ -422,15 +424,20 @@ class Pipeline:
                     sc.AI_SESSION_ID,
                     sc.AI_SESSION_ID_SNAKE,
                     sc.GEN_AI_CONVERSATION_ID,
+                    sc.LOGFIRE_GROUP_ID,
                     sc.MCP_SESSION_ID,
                 ),
                 clean,
             ),
             "correlation_id": self._id(first_text(ids, sc.ERRSCOPE_CORRELATION_ID), clean),
-            "conversation_id": self._id(first_text(ids, sc.GEN_AI_CONVERSATION_ID), clean),
+            "conversation_id": self._id(
+                first_text(ids, sc.GEN_AI_CONVERSATION_ID, sc.LOGFIRE_GROUP_ID), clean
+            ),
             "thread_id": self._id(first_text(ids, sc.TRACELOOP_THREAD_ID) or thread_id, clean),
             "agent_run_id": self._id(
-                first_text(ids, sc.GEN_AI_AGENT_CALL_ID, sc.TRACELOOP_RUN_ID) or run_id, clean
+                first_text(ids, sc.GEN_AI_AGENT_CALL_ID, sc.TRACELOOP_RUN_ID, sc.AGNO_RUN_ID)
+                or run_id,
+                clean,
             ),
             "mcp_session_id": self._id(first_text(ids, sc.MCP_SESSION_ID), clean),
             "jsonrpc_request_id": self._id(first_text(attrs, sc.JSONRPC_REQUEST_ID), clean),

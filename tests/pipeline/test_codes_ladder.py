@@ -265,6 +265,80 @@ LADDER = [
         attrs={"error.type": "tool_error"},
     ),
     Case(signal="status ERROR and nothing else", code="internal_error", source=Source.STATUS),
+    # signals seen in LlamaIndex, DSPy, Haystack, Semantic Kernel and Agno payloads
+    Case(
+        signal="result JSON-encoded twice (OpenInference DSPy)",
+        code="not_found",
+        source=Source.OBSERVATION,
+        status=STATUS_OK,
+        attrs={"gen_ai.tool.call.result": '"{\\"error\\": \\"not_found\\"}"'},
+    ),
+    Case(
+        signal="LlamaIndex ToolOutput: the tool's own raw_output",
+        code="not_found",
+        source=Source.OBSERVATION,
+        status=STATUS_OK,
+        attrs={
+            "gen_ai.tool.call.result": '{"blocks": [{"text": "{}"}], "tool_name": "lookup",'
+            ' "raw_output": "{\\"error\\": \\"not_found\\"}"}'
+        },
+    ),
+    Case(
+        signal="error message as the result's error string (Haystack)",
+        code="denied",
+        source=Source.TEXT,
+        status=STATUS_UNSET,
+        attrs={
+            "haystack.tool.error": True,
+            "gen_ai.tool.call.result": '{"error": "Failed to invoke Tool `lookup` with parameters'
+            " {'path': '/srv/x'}. Error: [Errno 13] Permission denied: '/srv/x'\"}",
+        },
+    ),
+    Case(
+        signal="Haystack's error flag alone: a failure",
+        code="internal_error",
+        source=Source.STATUS,
+        status=STATUS_UNSET,
+        attrs={"haystack.tool.error": True},
+    ),
+    Case(
+        signal="TypeError of Python binding the model's arguments",
+        code="invalid_args",
+        source=Source.EXCEPTION,
+        exception={
+            "exception.type": "TypeError",
+            "exception.message": "lookup() got an unexpected keyword argument 'bogus'",
+        },
+    ),
+    Case(
+        signal="TypeError of a bug stays internal_error",
+        code="internal_error",
+        source=Source.EXCEPTION,
+        exception={
+            "exception.type": "TypeError",
+            "exception.message": "'NoneType' object is not subscriptable",
+        },
+    ),
+    Case(
+        signal="jsonschema's message as the only words",
+        code="invalid_args",
+        source=Source.TEXT,
+        message="Arg city is invalid: 12345 is not of type 'string'",
+    ),
+    Case(
+        signal="Semantic Kernel's conversion failure inside its wrapper",
+        code="invalid_args",
+        source=Source.TEXT,
+        attrs={"error.type": "FunctionExecutionException"},
+        message="FunctionExecutionException: Parameter days is expected to be parsed to"
+        " <class 'int'> but is not.",
+    ),
+    Case(
+        signal="pydantic validation text only (Agno)",
+        code="invalid_args",
+        source=Source.TEXT,
+        message="1 validation error for get_forecast\ndays\n  Input should be a valid integer",
+    ),
 ]
 
 NOT_ERRORS = [
