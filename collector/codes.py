@@ -522,7 +522,12 @@ class _Normaliser:
         http_status = _int(
             attrs.get(sc.HTTP_RESPONSE_STATUS_CODE, attrs.get(sc.HTTP_STATUS_CODE_OLD))
         )
-        attempt = _int(attrs.get(sc.ERRSCOPE_ATTEMPT, attrs.get(sc.PYDANTIC_AI_RETRY_ATTEMPT)))
+        attempt = _int(
+            attrs.get(
+                sc.ERRSCOPE_ATTEMPT,
+                attrs.get(sc.PYDANTIC_AI_RETRY_ATTEMPT, attrs.get(sc.CREWAI_TOOL_RUN_ATTEMPTS)),
+            )
+        )
         retry_after = _number(attrs.get(sc.ERRSCOPE_RETRY_AFTER_S)) or self._retry_after_header(
             attrs
         )

@@ -97,6 +97,10 @@ LOGFIRE_GROUP_ID: Final = "group_id"
 # --- Agno (OpenInference's agno instrumentor writes Agno's run id on the AGENT span)
 AGNO_RUN_ID: Final = "agno.run.id"
 
+# --- CrewAI (OpenInference's event-listener mode): CrewAI runs a failing tool up to three
+# times itself; each execution is a TOOL span with its attempt number
+CREWAI_TOOL_RUN_ATTEMPTS: Final = "tool.run_attempts"
+
 # --- Haystack's own tracer (opentelemetry-haystack): one `haystack.agent.step.tool` span per
 # call; the input and output are content tags, written only with content tracing on
 HAYSTACK_TOOL_NAME: Final = "haystack.tool.name"
@@ -284,6 +288,22 @@ CONTENT_FAMILIES: Final[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
             HAYSTACK_TOOL_OUTPUT,
         ),
         ("haystack.component.input", "haystack.component.output"),
+    ),
+    (
+        "crewai",
+        # OpenInference's CrewAI event listener: the agent's goal and backstory, the task's
+        # description (also as the tool span's task name) and the crew's own copies of them
+        (
+            "agent.goal",
+            "agent.backstory",
+            "task_description",
+            "task_expected_output",
+            "tool.task_name",
+            "crew_agents",
+            "crew_tasks",
+            "crew_inputs",
+        ),
+        (),
     ),
     (
         "logfire",

@@ -457,3 +457,48 @@ def test_content_policy_on_non_tool_spans(policy: ContentPolicy, content_left: b
         assert out.content_dropped["content:openinference"] == 1
         assert out.content_dropped["content:vercel_ai"] == 1
         assert out.content_dropped["content:events"] == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "attributes", "expected_name", "dropped_family"),
+    [
+        pytest.param(
+            "assistant.please help with CNRY-task-0.execute",
+            {"task_description": "please help with CNRY-task-0-9f7816ff7d", "agent.goal": "g"},
+            "assistant.[content].execute",
+            "content:crewai",
+            id="crewai-agent-span-named-after-the-task",
+        ),
+        pytest.param(
+            "Function: {name}",
+            {"logfire.msg": "Function: get_job", "output": '{"error": "not_found"}'},
+            "Function: {name}",
+            "content:logfire",
+            id="logfire-template-name-kept",
+        ),
+        pytest.param(
+            "haystack.agent.step.llm",
+            {"haystack.agent.step.llm.input": "{'messages': [...]}"},
+            "haystack.agent.step.llm",
+            "content:haystack",
+            id="haystack-model-step",
+        ),
+    ],
+)
+def test_non_tool_span_names_and_framework_content(
+    name: str, attributes: dict[str, AttrValue], expected_name: str, dropped_family: str
+) -> None:
+    """Under `drop`, a framework's content attributes leave, and a span name repeating one loses it."""
+    view = SpanView(
+        name=name,
+        trace_id="a" * 32,
+        span_id="e" * 16,
+        start_ns=1,
+        end_ns=2,
+        attributes=attributes,
+    )
+    out = Pipeline().process(view)
+    assert out.forward is not None
+    assert out.forward.name == expected_name
+    assert out.content_dropped[dropped_family] >= 1
+    assert not any(key in out.forward.attributes for key in attributes)
