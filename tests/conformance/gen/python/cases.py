@@ -60,6 +60,12 @@ HAYSTACK = ["haystack-ai==3.4.1", "opentelemetry-haystack==2.0.0", "httpx==0.28.
 SEMANTIC_KERNEL = ["semantic-kernel==1.45.0", "httpx==0.28.1", *OTEL_PINS]
 AGNO = ["agno==3.1.10", "openinference-instrumentation-agno==1.0.15", "httpx==0.28.1", *OTEL_PINS]
 LOGFIRE = ["logfire==5.4.0", "openai-agents==0.24.0", "httpx==0.28.1", *OTEL_PINS]
+CREWAI = [
+    "crewai==1.15.30",
+    "openinference-instrumentation-crewai==1.1.21",
+    "httpx==0.28.1",
+    *OTEL_PINS,
+]
 MCP = ["mcp==2.3.0", "opentelemetry-instrumentation-mcp==0.62.4", "httpx==0.28.1", *OTEL_PINS]
 
 
@@ -95,6 +101,7 @@ CASES: dict[str, Callable[[str], int]] = {
     "python-mcp-client": _case("mcp", MCP, "mcp_scenario.py", "client"),
     "python-autogen-agentchat": _case("autogen", AUTOGEN, "autogen_scenario.py"),
     "python-dspy-openinference": _case("dspy", DSPY, "dspy_scenario.py"),
+    "python-crewai-openinference": _case("crewai", CREWAI, "crewai_scenario.py"),
     "python-agno-openinference": _case("agno", AGNO, "agno_scenario.py"),
     "python-semantic-kernel": _case(
         "semantic-kernel", SEMANTIC_KERNEL, "semantic_kernel_scenario.py"
