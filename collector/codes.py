@@ -176,7 +176,9 @@ _PHRASES: Final = (
     ),
     (
         "not_found",
-        re2.compile(r"(?i)\bnot found\b|\bno such\b|\bdoes not exist\b|\bunknown tool\b"),
+        re2.compile(
+            r"(?i)\bnot found\b|\bno such\b|\b(?:does|do)(?: not|n't) exist\b|\bunknown tool\b"
+        ),
     ),
 )
 _TIMEOUT_NOTICE_RE: Final = re2.compile(r"(?i)\btimed[ -]?out\b")

@@ -62,6 +62,17 @@ _LLAMA_TOOL_ANSWER_RE: Final = re2.compile(
     r"MessageRole\.TOOL: 'tool'>, additional_kwargs=\{'tool_call_id': '([A-Za-z0-9_.:-]{1,128})'"
     r"[^}]{0,512}\}, blocks=\[TextBlock\(block_type='text', text=" + _PY_STR
 )
+# ReAct text (CrewAI's, and every agent that prompts for `Action:` / `Action Input:`): the
+# model's reply asks for a tool; the framework appends `Observation: <answer>` to that reply in
+# the next model call's input.
+_REACT_ACTION_RE: Final = re2.compile(
+    r"(?m)^[ \t]*Action:[ \t]*([A-Za-z0-9_.-]{1,128})[ \t]*\n[ \t]*Action Input:"
+)
+_REACT_ANSWER_RE: Final = re2.compile(
+    r"(?s)Action:[ \t]*([A-Za-z0-9_.-]{1,128})[ \t]*\n[ \t]*Action Input:.*?\n[ \t]*"
+    r"Observation:[ \t]*([^\n]{0,1000})"
+)
+_OI_MESSAGE_CONTENT: Final = ".message.content"
 _HAYSTACK_TOOL_ANSWER_RE: Final = re2.compile(
     r"^result=" + _PY_STR + r", origin=ToolCall\(tool_name=(?:'[^']{0,256}'|None)"
     r", arguments=.*?, id='([A-Za-z0-9_.:-]{1,128})'[^)]{0,512}\), error=True\)"
@@ -235,7 +246,7 @@ class UnrunCall:
 
     request: SpanView  # the model span that requested it: the row takes its ids
     tool: str
-    call_id: str
+    call_id: str  # "" for a ReAct text request, which names no call id
     text: str | None  # the rejection's words, read for a code only
     denied: bool  # Vercel AI's `execution-denied` answer
 
@@ -248,8 +259,9 @@ class UnrunCall:
             sc.ERRSCOPE_CODE: code,
             sc.ERRSCOPE_TOOL: self.tool,
             sc.ERRSCOPE_CONVENTION: convention,
-            sc.GEN_AI_TOOL_CALL_ID: self.call_id,
         }
+        if self.call_id:  # a ReAct text request has none
+            attributes[sc.GEN_AI_TOOL_CALL_ID] = self.call_id
         return replace(
             self.request, name=f"execute_tool {self.tool}", attributes=attributes, events=()
         )
@@ -449,7 +461,8 @@ def unrun_calls(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> list[
     ran = {call for _, call in matched.taken}
     pending = [r for r in matched.requests if r[2] not in ran]
     if not pending:
-        return []  # the common case: every requested call has its tool span; parse no more
+        # the common case: every requested call has its tool span; parse no more
+        return _react_unrun(views, matched, set())
     first = min(r[0].start_ns for r in pending)
     answered: dict[str, tuple[int, str | None, bool]] = {}
     for view in views:
@@ -480,4 +493,56 @@ def unrun_calls(views: Sequence[SpanView], matchers: Sequence[Matcher]) -> list[
         ran.add(call)
         keys.add(key)
         out.append(UnrunCall(view, name, call, answer[1], answer[2]))
+    return [*out, *_react_unrun(views, matched, keys)]
+
+
+def _message_texts(attrs: Mapping[str, AttrValue], prefix: str) -> list[str]:
+    """The message contents OpenInference flattens under `prefix` (its input or output)."""
+    return [
+        v
+        for k, v in attrs.items()
+        if isinstance(v, str) and k.startswith(prefix) and k.endswith(_OI_MESSAGE_CONTENT)
+    ]
+
+
+def _react_unrun(
+    views: Sequence[SpanView], matched: _Matched, keys: set[tuple[str, str]]
+) -> list[UnrunCall]:
+    """Calls a model asked for in ReAct text that no tool span ran and that the framework
+    answered itself: the next model call's input repeats the request with an `Observation:`
+    (CrewAI's "Action 'x' don't exist"), and no tool span of that name started in between.
+    The row has no call id (ReAct text has none)."""
+    asks: list[tuple[SpanView, str]] = []
+    answers: list[tuple[SpanView, str, str]] = []
+    for view in views:
+        if any(v is view for v, _ in matched.tools):
+            continue
+        attrs = view.attributes
+        for text in _message_texts(attrs, sc.OI_LLM_OUTPUT_PREFIX):
+            found = _REACT_ACTION_RE.finditer(text[:_MAX_REPR_CHARS])
+            asks.extend((view, m.group(1)) for m in found)
+        for text in _message_texts(attrs, sc.OI_LLM_INPUT_PREFIX):
+            found = _REACT_ANSWER_RE.finditer(text[:_MAX_REPR_CHARS])
+            answers.extend((view, m.group(1), m.group(2)) for m in found)
+    if not asks or not answers:
+        return []
+    ran = [(v.trace_id, t.tool, v.start_ns) for v, t in matched.tools]
+    out: list[UnrunCall] = []
+    for ask, name in sorted(asks, key=lambda a: a[0].start_ns):
+        key = (ask.trace_id, ask.span_id)
+        later = [
+            (v.start_ns, words)
+            for v, asked, words in answers
+            if v.trace_id == ask.trace_id and asked == name and v.start_ns > ask.start_ns
+        ]
+        if key in keys or not later:
+            continue
+        answered_at, words = min(later)
+        if any(
+            trace == ask.trace_id and tool == name and ask.start_ns <= start <= answered_at
+            for trace, tool, start in ran
+        ):
+            continue
+        keys.add(key)
+        out.append(UnrunCall(ask, name, "", words or None, False))
     return out

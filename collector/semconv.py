@@ -61,6 +61,7 @@ OI_SESSION_ID: Final = "session.id"
 OI_INPUT_VALUE: Final = "input.value"
 OI_METADATA: Final = "metadata"
 OI_LLM_OUTPUT_PREFIX: Final = "llm.output_messages."
+OI_LLM_INPUT_PREFIX: Final = "llm.input_messages."
 
 # --- OpenLLMetry / Traceloop
 TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"

@@ -334,6 +334,12 @@ LADDER = [
         " <class 'int'> but is not.",
     ),
     Case(
+        signal="CrewAI's unknown tool words",
+        code="not_found",
+        source=Source.TEXT,
+        message="I encountered an error: Action 'get_invoice' don't exist",
+    ),
+    Case(
         signal="pydantic validation text only (Agno)",
         code="invalid_args",
         source=Source.TEXT,

@@ -277,6 +277,25 @@ _HS_ANSWER = {
 }
 
 
+def _react_llm(span_id: str, start_ns: int, *, ask: str = "", answer: str = "") -> SpanView:
+    attrs: dict[str, Any] = {"openinference.span.kind": "LLM"}
+    if ask:
+        attrs["llm.output_messages.0.message.content"] = (
+            f'Thought: use it\nAction: {ask}\nAction Input: {{"invoice_id": "x"}}'
+        )
+    if answer:
+        attrs["llm.input_messages.2.message.content"] = (
+            f'Thought: use it\nAction: {answer}\nAction Input: {{"invoice_id": "x"}}\n'
+            f"Observation: I encountered an error: Action '{answer}' don't exist\nTool Name: a"
+        )
+    return SpanView("scripted.llm_call", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+def _oi_tool_named(span_id: str, start_ns: int, name: str) -> SpanView:
+    attrs = {"openinference.span.kind": "TOOL", "tool.name": name}
+    return SpanView(f"{name}.run", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
 def _smol_step(*, failed: bool) -> SpanView:
     event = EventView(
         "exception",
@@ -401,6 +420,28 @@ _LC_ERROR = {
             ],
             [("m1", "get_invoice", "call_hs_4", "Tool 'get_invoice' not found.", False)],
             id="haystack-failed-toolcallresult-repr-no-tool-span",
+        ),
+        pytest.param(
+            [_react_llm("m1", 5, ask="get_invoice"), _react_llm("m2", 20, answer="get_invoice")],
+            [
+                (
+                    "m1",
+                    "get_invoice",
+                    "",
+                    "I encountered an error: Action 'get_invoice' don't exist",
+                    False,
+                )
+            ],
+            id="crewai-react-answered-without-a-tool-span",
+        ),
+        pytest.param(
+            [
+                _react_llm("m1", 5, ask="get_invoice"),
+                _oi_tool_named("t1", 10, "get_invoice"),
+                _react_llm("m2", 20, answer="get_invoice"),
+            ],
+            [],
+            id="a-react-call-whose-tool-ran-is-not-unrun",
         ),
         pytest.param(
             [_smol_step(failed=True), _smol_model()],
