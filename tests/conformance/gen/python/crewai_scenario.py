@@ -28,6 +28,7 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
 from _scenario import Stub, canary, compute, delete_file, http_get, job_lookup, tracing, weather
 from crewai import Agent, Crew, Task
+from crewai.events.types.llm_events import LLMCallType
 from crewai.llms.base_llm import BaseLLM
 from crewai.tools import tool
 from openinference.instrumentation import using_session
@@ -51,17 +52,30 @@ current = [0, 0]  # run index, model turns in this run
 
 
 class Scripted(BaseLLM):
-    """First turn: the run's Action in ReAct text; then the Final Answer."""
+    """First turn: the run's Action in ReAct text; then the Final Answer.  It emits CrewAI's
+    LLM call events as CrewAI's own providers do, so the event listener makes its LLM spans."""
 
     def call(self, messages: Any, *args: Any, **kwargs: Any) -> str:
+        task, agent = kwargs.get("from_task"), kwargs.get("from_agent")
+        self._emit_call_started_event(messages=messages, from_task=task, from_agent=agent)
         run, turn = current
         current[1] += 1
         if turn == 0:
             name, args_ = RUNS[run]
-            return (
+            text = (
                 f"Thought: I should use {name}\nAction: {name}\nAction Input: {json.dumps(args_)}"
             )
-        return f"Thought: I now know the final answer\nFinal Answer: done: {C[12]}"
+        else:
+            text = f"Thought: I now know the final answer\nFinal Answer: done: {C[12]}"
+        self._emit_call_completed_event(
+            response=text,
+            call_type=LLMCallType.LLM_CALL,
+            from_task=task,
+            from_agent=agent,
+            messages=messages,
+            usage={"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+        )
+        return text
 
     def supports_function_calling(self) -> bool:
         return False
