@@ -24,7 +24,9 @@ Precedence (the first signal present wins; each sets `source`):
    `error.type`, the cause of a chained Python traceback), each looked up in the catalog;
    a number as `exception.type` (Node writes DOMException codes: "23") names nothing.  A
    generic wrapper (`ToolRetryError`, `ToolException`, Go's `*url.Error`, a bare `Error`)
-   and a type the catalog does not map let the text decide (7) before the fallback.
+   and a type the catalog does not map let the text decide (7) before the fallback.  A
+   `TypeError` whose message is Python refusing the arguments (`got an unexpected keyword
+   argument`, `missing 1 required positional argument`) is invalid_args, not a bug.
    Control-flow exceptions (LangGraph interrupts, pydantic-ai deferrals) are not errors.
 7. `text` — the error only as text (a status description, an exception message, the
    result of a failed call, a short result of a successful one): a dict repr's `'error'`
@@ -138,6 +140,13 @@ _RETRY_AFTER_TEXT_RE: Final = re2.compile(
 _DICT_ERROR_RE: Final = re2.compile(
     r"""['"]error['"]\s*:\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')"""
 )
+# Python's own call refusing to bind the model's arguments to the tool's signature.
+_SIGNATURE_ERROR: Final = (
+    r"\bgot an unexpected keyword argument\b"
+    r"|\bmissing [0-9]+ required (?:positional |keyword-only )?arguments?\b"
+    r"|\btakes [0-9]+ positional arguments? but [0-9]+ (?:was|were) given\b"
+    r"|\bgot multiple values for argument\b"
+)
 # Phrases, in order: the first that matches decides.  Only for a call that failed, except
 # the timeout notice, which frameworks write as the result of a call they report as OK.
 _PHRASES: Final = (
@@ -167,11 +176,8 @@ _PHRASES: Final = (
             r"|\bmissing (?:required )?(?:argument|field|parameter|property)\b"
             r"|\brequired (?:argument|field|parameter|property)\b|\bfield required\b"
             r"|\bis not of type\b|\bis a required property\b"  # jsonschema's messages
-            # Python's own call rejecting the model's arguments (the tool's signature)
-            r"|\bgot an unexpected keyword argument\b"
-            r"|\bmissing [0-9]+ required (?:positional |keyword-only )?arguments?\b"
-            r"|\btakes [0-9]+ positional arguments? but [0-9]+ (?:was|were) given\b"
             r"|\bis expected to be parsed to\b"  # Semantic Kernel's argument conversion
+            rf"|{_SIGNATURE_ERROR}"
         ),
     ),
     (
@@ -185,12 +191,7 @@ _TIMEOUT_NOTICE_RE: Final = re2.compile(r"(?i)\btimed[ -]?out\b")
 # A TypeError is a bug in the tool (internal_error) unless it is Python refusing to bind the
 # model's arguments to the tool's signature: frameworks that call the function without a
 # schema check (LlamaIndex's FunctionTool, Haystack's Tool) report bad arguments this way.
-_SIGNATURE_ERROR_RE: Final = re2.compile(
-    r"\bgot an unexpected keyword argument\b"
-    r"|\bmissing [0-9]+ required (?:positional |keyword-only )?arguments?\b"
-    r"|\btakes [0-9]+ positional arguments? but [0-9]+ (?:was|were) given\b"
-    r"|\bgot multiple values for argument\b"
-)
+_SIGNATURE_ERROR_RE: Final = re2.compile(_SIGNATURE_ERROR)
 
 
 class Source(StrEnum):
@@ -332,7 +333,9 @@ class _Normaliser:
                 inner = orjson.loads(head)
             except orjson.JSONDecodeError:
                 return None
-            return self._parse_result(inner) if isinstance(inner, str) else None
+            # once only: a text quoted again and again is no result (and no recursion)
+            nested = isinstance(inner, str) and not inner.lstrip().startswith('"')
+            return self._parse_result(inner) if nested else None
         if not head.lstrip().startswith(("{", "[")):
             return None
         try:
