@@ -9,13 +9,18 @@ conventions.md §A):
    convention of a span errscope already processed, so a second pass agrees with the first);
 2. OTel GenAI: `gen_ai.operation.name = execute_tool` (fallback: name `execute_tool X`);
 3. MCP: `mcp.method.name = tools/call`;
-4. OpenInference: `openinference.span.kind = TOOL` with `tool.name` (not smolagents'
-   `final_answer`);
+4. OpenInference: `openinference.span.kind = TOOL`, the tool named by `tool.name` or, when an
+   instrumentor writes none (DSPy's), by the span name without its method (`get_job.__call__`);
+   not the built-in tools that end an agent's loop (smolagents' `final_answer`, DSPy ReAct's
+   `finish`);
 5. OpenLLMetry/Traceloop: `traceloop.span.kind = tool`;
 6. legacy pydantic-ai/Logfire: name `running tool` with `gen_ai.tool.name` (never the
    aggregate `running tools`, which merges several parallel calls and is no call itself);
 7. Vercel AI SDK: `ai.operationId = ai.toolCall` (its tool spans carry no `gen_ai.*`);
-8. user matchers (span-name glob and/or attribute equality), in the order configured.
+8. Haystack's own tracer: `haystack.tool.name` (the `haystack.agent.step.tool` span);
+9. Logfire's OpenAI Agents integration: `logfire.msg_template = "Function: {name}"`, the tool
+   in `name`;
+10. user matchers (span-name glob and/or attribute equality), in the order configured.
 
 Pure functions on frozen data; safe from any thread.
 """
@@ -36,6 +41,11 @@ __all__ = ["Convention", "Matcher", "ToolSpan", "classify"]
 # A bound on what is read of a tool name: the record keeps 128 characters, but the secret
 # check must see the whole name first (a key past the cut kept its first 16 characters).
 _MAX_TOOL_CHARS: Final = 1024
+# Tools an agent framework adds to end its own loop: a TOOL span, never a call of the model's.
+_LOOP_END_TOOLS: Final = frozenset({"final_answer", "finish"})
+# The method an OpenInference instrumentor names a TOOL span after (`<tool>.__call__`) when it
+# writes no `tool.name`.
+_CALL_SUFFIXES: Final = (".__call__", ".acall", ".call", ".invoke", ".ainvoke", ".run", ".arun")
 
 
 class Convention(StrEnum):
@@ -48,6 +58,8 @@ class Convention(StrEnum):
     TRACELOOP = "traceloop"
     PYDANTIC_AI_LEGACY = "pydantic_ai_legacy"
     VERCEL_AI = "vercel_ai"
+    HAYSTACK = "haystack"
+    LOGFIRE = "logfire"
     CUSTOM = "custom"
 
 
@@ -73,6 +85,17 @@ def _suffix(name: str, prefix: str) -> str | None:
     return name[len(prefix) :].strip() or None if name.startswith(prefix) else None
 
 
+def _oi_tool(view: SpanView) -> str | None:
+    """An OpenInference TOOL span's tool: `tool.name`, else the span name without its method."""
+    named = _text(view.attributes.get(sc.OI_TOOL_NAME))
+    if named:
+        return named
+    for suffix in _CALL_SUFFIXES:
+        if view.name.endswith(suffix) and len(view.name) > len(suffix):
+            return view.name.removesuffix(suffix)
+    return view.name or None
+
+
 def classify(view: SpanView, matchers: Sequence[Matcher] = ()) -> ToolSpan | None:
     """The convention and tool of a tool-call span, or None for any other span."""
     attrs = view.attributes
@@ -94,10 +117,10 @@ def classify(view: SpanView, matchers: Sequence[Matcher] = ()) -> ToolSpan | Non
         # the server's span is `tools/call X`, the client's `MCP send tools/call X`
         after = view.name.partition(f"{sc.MCP_TOOLS_CALL} ")[2].strip() or None
         return ToolSpan(Convention.MCP, _clip(gen_ai_tool or after))
-    oi_tool = _text(attrs.get(sc.OI_TOOL_NAME))
-    if _text(attrs.get(sc.OPENINFERENCE_SPAN_KIND)) == sc.OI_TOOL and oi_tool:
-        if oi_tool == "final_answer":
-            return None  # smolagents' final answer is a TOOL span but not a tool call
+    oi_tool = _oi_tool(view) if attrs.get(sc.OPENINFERENCE_SPAN_KIND) == sc.OI_TOOL else None
+    if oi_tool:
+        if oi_tool in _LOOP_END_TOOLS:
+            return None  # the framework's own loop end: a TOOL span, but no call
         return ToolSpan(Convention.OPENINFERENCE, _clip(oi_tool))
     if _text(attrs.get(sc.TRACELOOP_SPAN_KIND)) == "tool":
         entity = _text(attrs.get(sc.TRACELOOP_ENTITY_NAME))
@@ -108,6 +131,11 @@ def classify(view: SpanView, matchers: Sequence[Matcher] = ()) -> ToolSpan | Non
         return ToolSpan(Convention.PYDANTIC_AI_LEGACY, _clip(gen_ai_tool))
     if _text(attrs.get(sc.AI_OPERATION_ID)) == sc.AI_TOOL_CALL:
         return ToolSpan(Convention.VERCEL_AI, _clip(_text(attrs.get(sc.AI_TOOL_CALL_NAME))))
+    haystack_tool = _text(attrs.get(sc.HAYSTACK_TOOL_NAME))
+    if haystack_tool:
+        return ToolSpan(Convention.HAYSTACK, _clip(haystack_tool))
+    if attrs.get(sc.LOGFIRE_MSG_TEMPLATE) == sc.LOGFIRE_FUNCTION_TEMPLATE:
+        return ToolSpan(Convention.LOGFIRE, _clip(_text(attrs.get(sc.LOGFIRE_NAME))))
     for matcher in matchers:
         if matcher.matches(view.name, view.attributes):
             named = _text(attrs.get(matcher.tool_attribute)) if matcher.tool_attribute else None

@@ -24,7 +24,9 @@ Precedence (the first signal present wins; each sets `source`):
    `error.type`, the cause of a chained Python traceback), each looked up in the catalog;
    a number as `exception.type` (Node writes DOMException codes: "23") names nothing.  A
    generic wrapper (`ToolRetryError`, `ToolException`, Go's `*url.Error`, a bare `Error`)
-   and a type the catalog does not map let the text decide (7) before the fallback.
+   and a type the catalog does not map let the text decide (7) before the fallback.  A
+   `TypeError` whose message is Python refusing the arguments (`got an unexpected keyword
+   argument`, `missing 1 required positional argument`) is invalid_args, not a bug.
    Control-flow exceptions (LangGraph interrupts, pydantic-ai deferrals) are not errors.
 7. `text` — the error only as text (a status description, an exception message, the
    result of a failed call, a short result of a successful one): a dict repr's `'error'`
@@ -89,6 +91,7 @@ _WRAPPERS: Final = frozenset(
         "UnexpectedToolError",
         "AgentToolExecutionError",
         "ToolInvocationError",
+        "FunctionExecutionException",  # Semantic Kernel's, for a bad argument and a failed call
         "McpError",
         "MCPError",
         "ExceptionGroup",
@@ -137,6 +140,13 @@ _RETRY_AFTER_TEXT_RE: Final = re2.compile(
 _DICT_ERROR_RE: Final = re2.compile(
     r"""['"]error['"]\s*:\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')"""
 )
+# Python's own call refusing to bind the model's arguments to the tool's signature.
+_SIGNATURE_ERROR: Final = (
+    r"\bgot an unexpected keyword argument\b"
+    r"|\bmissing [0-9]+ required (?:positional |keyword-only )?arguments?\b"
+    r"|\btakes [0-9]+ positional arguments? but [0-9]+ (?:was|were) given\b"
+    r"|\bgot multiple values for argument\b"
+)
 # Phrases, in order: the first that matches decides.  Only for a call that failed, except
 # the timeout notice, which frameworks write as the result of a call they report as OK.
 _PHRASES: Final = (
@@ -165,14 +175,23 @@ _PHRASES: Final = (
             r"|\bvalidation (?:error|failed)\b"
             r"|\bmissing (?:required )?(?:argument|field|parameter|property)\b"
             r"|\brequired (?:argument|field|parameter|property)\b|\bfield required\b"
+            r"|\bis not of type\b|\bis a required property\b"  # jsonschema's messages
+            r"|\bis expected to be parsed to\b"  # Semantic Kernel's argument conversion
+            rf"|{_SIGNATURE_ERROR}"
         ),
     ),
     (
         "not_found",
-        re2.compile(r"(?i)\bnot found\b|\bno such\b|\bdoes not exist\b|\bunknown tool\b"),
+        re2.compile(
+            r"(?i)\bnot found\b|\bno such\b|\b(?:does|do)(?: not|n't) exist\b|\bunknown tool\b"
+        ),
     ),
 )
 _TIMEOUT_NOTICE_RE: Final = re2.compile(r"(?i)\btimed[ -]?out\b")
+# A TypeError is a bug in the tool (internal_error) unless it is Python refusing to bind the
+# model's arguments to the tool's signature: frameworks that call the function without a
+# schema check (LlamaIndex's FunctionTool, Haystack's Tool) report bad arguments this way.
+_SIGNATURE_ERROR_RE: Final = re2.compile(_SIGNATURE_ERROR)
 
 
 class Source(StrEnum):
@@ -308,6 +327,15 @@ class _Normaliser:
 
     def _parse_result(self, text: str) -> _Observation | None:
         head = text[:MAX_PARSE_BYTES]
+        if head.lstrip().startswith('"') and len(text) <= MAX_PARSE_BYTES:
+            # a result JSON-encoded once more (OpenInference's DSPy tool spans): the text it holds
+            try:
+                inner = orjson.loads(head)
+            except orjson.JSONDecodeError:
+                return None
+            # once only: a text quoted again and again is no result (and no recursion)
+            nested = isinstance(inner, str) and not inner.lstrip().startswith('"')
+            return self._parse_result(inner) if nested else None
         if not head.lstrip().startswith(("{", "[")):
             return None
         try:
@@ -315,6 +343,12 @@ class _Normaliser:
         except orjson.JSONDecodeError:
             return self._scan(head)
         return self._from_object(parsed, depth=0)
+
+    def _parse_any(self, value: Any, depth: int) -> _Observation | None:
+        """A nested result: an object, or a text that holds one."""
+        if isinstance(value, str) and depth <= 4:
+            return self._parse_result(value)
+        return self._from_object(value, depth + 1)
 
     def _scan(self, text: str) -> _Observation | None:
         """A cut-off payload: find `"error": "code"` and friends without parsing."""
@@ -349,6 +383,9 @@ class _Normaliser:
             return self._from_object(output, depth + 1)  # OpenLLMetry's {"output": ...}
         if obj.get("isError") is True:
             return self._mcp(obj, depth)
+        if "raw_output" in obj and isinstance(obj.get("blocks"), list):
+            # LlamaIndex's ToolOutput: the tool's own return value is `raw_output`
+            return self._parse_any(obj["raw_output"], depth)
         error = obj.get("error")
         if error is None or error is False:
             return None
@@ -357,6 +394,7 @@ class _Normaliser:
             decided = self.code_from_string(error)
             if decided is None:
                 found.marker = True
+                found.text = error  # `{"error": "<message>"}`: the words decide (Haystack's)
             else:
                 found.code, found.raw = decided
         elif isinstance(error, dict):
@@ -489,7 +527,12 @@ class _Normaliser:
         http_status = _int(
             attrs.get(sc.HTTP_RESPONSE_STATUS_CODE, attrs.get(sc.HTTP_STATUS_CODE_OLD))
         )
-        attempt = _int(attrs.get(sc.ERRSCOPE_ATTEMPT, attrs.get(sc.PYDANTIC_AI_RETRY_ATTEMPT)))
+        attempt = _int(
+            attrs.get(
+                sc.ERRSCOPE_ATTEMPT,
+                attrs.get(sc.PYDANTIC_AI_RETRY_ATTEMPT, attrs.get(sc.CREWAI_TOOL_RUN_ATTEMPTS)),
+            )
+        )
         retry_after = _number(attrs.get(sc.ERRSCOPE_RETRY_AFTER_S)) or self._retry_after_header(
             attrs
         )
@@ -504,7 +547,8 @@ class _Normaliser:
         # over 2**31 - 1 failed the whole grouped commit, other clients' spans with it.
         kept_attempt = attempt if attempt is not None and 0 <= attempt <= _MAX_ATTEMPT else None
         found_call_id = observation.call_id if observation else None
-        failed = view.status.code == STATUS_ERROR
+        # Haystack marks a failed call only with `haystack.tool.error`; its span status is UNSET
+        failed = view.status.code == STATUS_ERROR or attrs.get(sc.HAYSTACK_TOOL_ERROR) is True
 
         def outcome(
             code: str, source: Source, raw: str | None = None, text_retry: float | None = None
@@ -567,6 +611,10 @@ class _Normaliser:
         for name in named:
             if name.rsplit(".", 1)[-1] in _NOT_ERRORS:
                 return outcome(Code.OK.value, Source.EXCEPTION)
+        if any(n.rsplit(".", 1)[-1] == "TypeError" for n in named) and any(
+            _SIGNATURE_ERROR_RE.search(t[:_TEXT_CHARS]) for t in self._texts(view)
+        ):
+            return outcome(Code.INVALID_ARGS.value, Source.EXCEPTION)
         wrapper_code: str | None = None
         chain = [_exception_name(t) for t in self._chain_types(view)]
         for name in [*named, *chain]:

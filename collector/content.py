@@ -133,14 +133,15 @@ def argument_values(attrs: Mapping[str, AttrValue]) -> list[str]:
 def arguments_unrecorded(convention: str, attrs: Mapping[str, AttrValue]) -> bool:
     """True when the call's arguments are unknown: its convention records none, nor does it.
 
-    An MCP span (the SDK's own telemetry, fastmcp's) carries no arguments by design, so no
-    value is known to mask and its exception messages may repeat any of them; the other
+    An MCP span (the SDK's own telemetry, fastmcp's) carries no arguments by design, and the
+    GenAI conventions make `gen_ai.tool.call.arguments` opt-in (autogen-core never writes it):
+    no value is known to mask and its exception messages may repeat any of them.  The other
     conventions record the arguments (or, errscope's toolkit, scrub the message at source).
     """
     return convention in _ARGUMENTS_UNRECORDED and not any(key in attrs for key in sc.ARGUMENT_KEYS)
 
 
-_ARGUMENTS_UNRECORDED: Final = frozenset({"mcp"})
+_ARGUMENTS_UNRECORDED: Final = frozenset({"mcp", "genai"})
 
 
 def _free_text_masked(message: str) -> tuple[str, int]:

@@ -207,6 +207,37 @@ def _ns_to_dt(ns: int) -> datetime:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC)
 
 
+_NAME_MATCH_MIN_CHARS: Final = 12  # a shorter shared start is a word, not a repeated value
+_NAME_SCAN_CHARS: Final = 1024
+
+
+def _shared_start(a: str, b: str) -> int:
+    """How many leading characters `a` and `b` share."""
+    for n, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return n
+    return min(len(a), len(b))
+
+
+def _name_without(name: str, values: Sequence[str]) -> tuple[str, int]:
+    """`name` with every run that repeats the start of one of `values` (at least 12
+    characters of it, as a truncated copy does) masked; and how many runs were masked."""
+    head = name[:_NAME_SCAN_CHARS]
+    masked = 0
+    for value in values:
+        text = value.strip()
+        start = text[:_NAME_MATCH_MIN_CHARS]
+        if len(start) < _NAME_MATCH_MIN_CHARS:
+            continue
+        at = head.find(start)
+        while at >= 0:
+            length = _shared_start(head[at:], text)
+            head = f"{head[:at]}[content]{head[at + length :]}"
+            masked += 1
+            at = head.find(start, at + len("[content]"))
+    return (head if masked else name), masked
+
+
 def _strings_of_keys(attrs: Mapping[str, AttrValue], keys: frozenset[str]) -> list[str]:
     return [str(v) for k, v in attrs.items() if k in keys and isinstance(v, str | int)]
 
@@ -311,6 +342,8 @@ class Pipeline:
                 if sc.AI_OPERATION_ID in attrs
                 else Convention.OPENINFERENCE
                 if sc.OPENINFERENCE_SPAN_KIND in attrs
+                else Convention.HAYSTACK
+                if sc.HAYSTACK_LLM_OUTPUT in attrs
                 else Convention.GENAI
             )
             processed = self.process(call.as_view(code, convention.value), received_at=received_at)
@@ -422,15 +455,20 @@ class Pipeline:
                     sc.AI_SESSION_ID,
                     sc.AI_SESSION_ID_SNAKE,
                     sc.GEN_AI_CONVERSATION_ID,
+                    sc.LOGFIRE_GROUP_ID,
                     sc.MCP_SESSION_ID,
                 ),
                 clean,
             ),
             "correlation_id": self._id(first_text(ids, sc.ERRSCOPE_CORRELATION_ID), clean),
-            "conversation_id": self._id(first_text(ids, sc.GEN_AI_CONVERSATION_ID), clean),
+            "conversation_id": self._id(
+                first_text(ids, sc.GEN_AI_CONVERSATION_ID, sc.LOGFIRE_GROUP_ID), clean
+            ),
             "thread_id": self._id(first_text(ids, sc.TRACELOOP_THREAD_ID) or thread_id, clean),
             "agent_run_id": self._id(
-                first_text(ids, sc.GEN_AI_AGENT_CALL_ID, sc.TRACELOOP_RUN_ID) or run_id, clean
+                first_text(ids, sc.GEN_AI_AGENT_CALL_ID, sc.TRACELOOP_RUN_ID, sc.AGNO_RUN_ID)
+                or run_id,
+                clean,
             ),
             "mcp_session_id": self._id(first_text(ids, sc.MCP_SESSION_ID), clean),
             "jsonrpc_request_id": self._id(first_text(attrs, sc.JSONRPC_REQUEST_ID), clean),
@@ -669,10 +707,10 @@ class Pipeline:
         dropped = _Counts()
         policy = self.non_tool
         scrub = self._scrub_text(policy)
-        attributes, events, message = self._without_content(view, counts, dropped)
+        attributes, events, message, name = self._without_content(view, counts, dropped)
         forward = replace(
             view,
-            name=scrub(view.name, counts),
+            name=scrub(name, counts),
             status=StatusView(view.status.code, scrub(message, counts)),
             attributes=self._scrub_mapping(attributes, counts, policy),
             events=tuple(
@@ -701,17 +739,19 @@ class Pipeline:
 
     def _without_content(
         self, view: SpanView, counts: _Counts, dropped: _Counts
-    ) -> tuple[Mapping[str, AttrValue], tuple[EventView, ...], str]:
-        """A non-tool span's attributes, events and status text under the content policy.
+    ) -> tuple[Mapping[str, AttrValue], tuple[EventView, ...], str, str]:
+        """A non-tool span's attributes, events, status text and name under the content policy.
 
         `drop`: every content attribute (messages, prompts, completions, input/output
         values), every message event and the words of every exception (message, stack,
         status description: an agent span repeats its tool's failure there) are removed,
         each counted in `dropped` as `content:<family>`; an exception event keeps its type.
-        A secret inside what is dropped still counts in `counts` (an exposure).
+        A span name that repeats the start of a dropped value (CrewAI names its agent span
+        after the task's description) loses that part (`content:span_name`).  A secret
+        inside what is dropped still counts in `counts` (an exposure).
         """
         if self.content is ContentPolicy.KEEP:
-            return view.attributes, view.events, view.status.message
+            return view.attributes, view.events, view.status.message, view.name
         attributes: dict[str, AttrValue] = {}
         lost: list[str] = []
         for key, value in view.attributes.items():
@@ -746,7 +786,10 @@ class Pipeline:
         message = view.status.message
         if message:
             dropped.add({f"{CONTENT_RULE}:status": 1})
-        return attributes, tuple(events), ""
+        name, masked = _name_without(view.name, lost)
+        if masked:
+            dropped.add({f"{CONTENT_RULE}:span_name": masked})
+        return attributes, tuple(events), "", name
 
     # ---------------------------------------------------------------- scrubbing helpers
 

@@ -61,6 +61,7 @@ OI_SESSION_ID: Final = "session.id"
 OI_INPUT_VALUE: Final = "input.value"
 OI_METADATA: Final = "metadata"
 OI_LLM_OUTPUT_PREFIX: Final = "llm.output_messages."
+OI_LLM_INPUT_PREFIX: Final = "llm.input_messages."
 
 # --- OpenLLMetry / Traceloop
 TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
@@ -83,6 +84,32 @@ AI_PROMPT_MESSAGES: Final = "ai.prompt.messages"
 AI_METADATA_PREFIX: Final = "ai.telemetry.metadata."
 AI_SESSION_ID: Final = "ai.telemetry.metadata.sessionId"
 AI_SESSION_ID_SNAKE: Final = "ai.telemetry.metadata.session_id"
+
+# --- Logfire's OpenAI Agents integration (logfire.instrument_openai_agents): spans named by
+# their message template; a function span has the tool in `name`, the arguments in `input`,
+# the result in `output`; the trace's root span holds the SDK's group_id (the conversation)
+LOGFIRE_MSG_TEMPLATE: Final = "logfire.msg_template"
+LOGFIRE_FUNCTION_TEMPLATE: Final = "Function: {name}"
+LOGFIRE_NAME: Final = "name"
+LOGFIRE_INPUT: Final = "input"
+LOGFIRE_OUTPUT: Final = "output"
+LOGFIRE_GROUP_ID: Final = "group_id"
+
+# --- Agno (OpenInference's agno instrumentor writes Agno's run id on the AGENT span)
+AGNO_RUN_ID: Final = "agno.run.id"
+
+# --- CrewAI (OpenInference's event-listener mode): CrewAI runs a failing tool up to three
+# times itself; each execution is a TOOL span with its attempt number
+CREWAI_TOOL_RUN_ATTEMPTS: Final = "tool.run_attempts"
+
+# --- Haystack's own tracer (opentelemetry-haystack): one `haystack.agent.step.tool` span per
+# call; the input and output are content tags, written only with content tracing on
+HAYSTACK_TOOL_NAME: Final = "haystack.tool.name"
+HAYSTACK_TOOL_ERROR: Final = "haystack.tool.error"
+HAYSTACK_TOOL_INPUT: Final = "haystack.agent.step.tool.input"
+HAYSTACK_TOOL_OUTPUT: Final = "haystack.agent.step.tool.output"
+HAYSTACK_LLM_INPUT: Final = "haystack.agent.step.llm.input"  # a Python repr of the messages
+HAYSTACK_LLM_OUTPUT: Final = "haystack.agent.step.llm.output"  # JSON: {"replies": [...]}
 
 # --- pydantic-ai / Logfire
 PYDANTIC_AI_FAILURE_STAGE: Final = "pydantic_ai.tool.failure_stage"
@@ -117,6 +144,8 @@ RESULT_KEYS: Final = (
     TRACELOOP_ENTITY_OUTPUT,
     LEGACY_TOOL_RESPONSE,
     MCP_RESPONSE_VALUE,
+    HAYSTACK_TOOL_OUTPUT,
+    LOGFIRE_OUTPUT,
 )
 
 # Attributes a passed-on tool span keeps (values still scanned for secrets); all else drops.
@@ -145,6 +174,8 @@ FORWARD_ALLOWLIST: Final = frozenset(
         MCP_SESSION_ID,
         JSONRPC_REQUEST_ID,
         OI_SESSION_ID,
+        HAYSTACK_TOOL_NAME,
+        HAYSTACK_TOOL_ERROR,
         ERRSCOPE_CODE,
         ERRSCOPE_FIELD,
         ERRSCOPE_CORRELATION_ID,
@@ -164,6 +195,8 @@ ARGUMENT_KEYS: Final = (
     OI_INPUT_VALUE,
     TRACELOOP_ENTITY_INPUT,
     LEGACY_TOOL_ARGUMENTS,
+    HAYSTACK_TOOL_INPUT,
+    LOGFIRE_INPUT,
     "mcp.request.argument",
     "tool.parameters",  # OpenInference's pydantic-ai mapping writes the real arguments here
 )
@@ -242,6 +275,51 @@ CONTENT_FAMILIES: Final[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
             "ai.values",
         ),
         ("ai.prompt.", "ai.response.", "ai.result."),
+    ),
+    (
+        "haystack",
+        # the content tags of Haystack's tracer: agent, step, tool and pipeline component I/O
+        (
+            "haystack.agent.input",
+            "haystack.agent.output",
+            "haystack.agent.tools",
+            HAYSTACK_LLM_INPUT,
+            HAYSTACK_LLM_OUTPUT,
+            HAYSTACK_TOOL_INPUT,
+            HAYSTACK_TOOL_OUTPUT,
+        ),
+        ("haystack.component.input", "haystack.component.output"),
+    ),
+    (
+        "crewai",
+        # OpenInference's CrewAI event listener: the agent's goal and backstory, the task's
+        # description (also as the tool span's task name) and the crew's own copies of them
+        (
+            "agent.goal",
+            "agent.backstory",
+            "task_description",
+            "task_expected_output",
+            "tool.task_name",
+            "crew_agents",
+            "crew_tasks",
+            "crew_inputs",
+        ),
+        (),
+    ),
+    (
+        "logfire",
+        # Logfire's OpenAI Agents spans: arguments, results, model requests and responses, the
+        # error object (its data repeats the tool's error text) and the formatted message
+        (
+            LOGFIRE_INPUT,
+            LOGFIRE_OUTPUT,
+            "request_data",
+            "response",
+            "raw_input",
+            "error",
+            "logfire.msg",
+        ),
+        (),
     ),
     # A tool's HTTP request on its client child span carries the arguments in its URL.
     ("url", ("url.full", "url.path", "url.query", "http.url", "http.target"), ()),

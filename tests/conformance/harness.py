@@ -87,6 +87,7 @@ class Span:
     span_id: str
     name: str
     strings: tuple[str, ...]  # every string value in its attributes, events and status
+    parent_span_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -224,7 +225,13 @@ def spans_of(case: Case, transport: str) -> list[Span]:
                     for event in span.events:
                         strings.extend(_kv_strings(event.attributes))
                     out.append(
-                        Span(span.trace_id.hex(), span.span_id.hex(), span.name, tuple(strings))
+                        Span(
+                            span.trace_id.hex(),
+                            span.span_id.hex(),
+                            span.name,
+                            tuple(strings),
+                            span.parent_span_id.hex(),
+                        )
                     )
     return out
 
@@ -609,6 +616,7 @@ def judge(case: Case, transport: str, stored: Stored, path: str) -> Figures:
     figures.exit_codes = list(stored.exit_codes)
     figures.foreign_rows = sum((r["trace_id"], r["span_id"]) not in known for r in rows)
     by_span = {(r["trace_id"], r["span_id"]): r for r in rows}
+    parent_of = {(s.trace_id, s.span_id): (s.trace_id, s.parent_span_id) for s in spans}
     taken: set[tuple[str, str]] = set()
     exempt: set[str] = set()
     for call in case.calls:
@@ -616,12 +624,16 @@ def judge(case: Case, transport: str, stored: Stored, path: str) -> Figures:
         exempt |= set(ids.values())
         candidates = [k for k in _candidates(call, spans) if k in by_span and k not in taken]
 
-        def rank(k: tuple[str, str], call: dict[str, Any] = call) -> tuple[int, int]:
+        def rank(k: tuple[str, str], call: dict[str, Any] = call) -> tuple[int, int, int, str]:
             row = by_span[k]
             want_id = call["key"].get("call_id")
+            # a row whose parent span is a row too is the same call at a lower layer (the mcp
+            # SDK's client span under fastmcp's): the outer one is the call
             return (
                 int(want_id is not None and row["call_id"] == want_id),
                 int(row["tool"] == call["tool"]),
+                int(parent_of.get(k) not in by_span),
+                k[1],
             )
 
         candidates.sort(key=rank, reverse=True)

@@ -265,6 +265,86 @@ LADDER = [
         attrs={"error.type": "tool_error"},
     ),
     Case(signal="status ERROR and nothing else", code="internal_error", source=Source.STATUS),
+    # signals seen in LlamaIndex, DSPy, Haystack, Semantic Kernel and Agno payloads
+    Case(
+        signal="result JSON-encoded twice (OpenInference DSPy)",
+        code="not_found",
+        source=Source.OBSERVATION,
+        status=STATUS_OK,
+        attrs={"gen_ai.tool.call.result": '"{\\"error\\": \\"not_found\\"}"'},
+    ),
+    Case(
+        signal="LlamaIndex ToolOutput: the tool's own raw_output",
+        code="not_found",
+        source=Source.OBSERVATION,
+        status=STATUS_OK,
+        attrs={
+            "gen_ai.tool.call.result": '{"blocks": [{"text": "{}"}], "tool_name": "lookup",'
+            ' "raw_output": "{\\"error\\": \\"not_found\\"}"}'
+        },
+    ),
+    Case(
+        signal="error message as the result's error string (Haystack)",
+        code="denied",
+        source=Source.TEXT,
+        status=STATUS_UNSET,
+        attrs={
+            "haystack.tool.error": True,
+            "gen_ai.tool.call.result": '{"error": "Failed to invoke Tool `lookup` with parameters'
+            " {'path': '/srv/x'}. Error: [Errno 13] Permission denied: '/srv/x'\"}",
+        },
+    ),
+    Case(
+        signal="Haystack's error flag alone: a failure",
+        code="internal_error",
+        source=Source.STATUS,
+        status=STATUS_UNSET,
+        attrs={"haystack.tool.error": True},
+    ),
+    Case(
+        signal="TypeError of Python binding the model's arguments",
+        code="invalid_args",
+        source=Source.EXCEPTION,
+        exception={
+            "exception.type": "TypeError",
+            "exception.message": "lookup() got an unexpected keyword argument 'bogus'",
+        },
+    ),
+    Case(
+        signal="TypeError of a bug stays internal_error",
+        code="internal_error",
+        source=Source.EXCEPTION,
+        exception={
+            "exception.type": "TypeError",
+            "exception.message": "'NoneType' object is not subscriptable",
+        },
+    ),
+    Case(
+        signal="jsonschema's message as the only words",
+        code="invalid_args",
+        source=Source.TEXT,
+        message="Arg city is invalid: 12345 is not of type 'string'",
+    ),
+    Case(
+        signal="Semantic Kernel's conversion failure inside its wrapper",
+        code="invalid_args",
+        source=Source.TEXT,
+        attrs={"error.type": "FunctionExecutionException"},
+        message="FunctionExecutionException: Parameter days is expected to be parsed to"
+        " <class 'int'> but is not.",
+    ),
+    Case(
+        signal="CrewAI's unknown tool words",
+        code="not_found",
+        source=Source.TEXT,
+        message="I encountered an error: Action 'get_invoice' don't exist",
+    ),
+    Case(
+        signal="pydantic validation text only (Agno)",
+        code="invalid_args",
+        source=Source.TEXT,
+        message="1 validation error for get_forecast\ndays\n  Input should be a valid integer",
+    ),
 ]
 
 NOT_ERRORS = [
@@ -383,3 +463,48 @@ def test_content_policy_on_non_tool_spans(policy: ContentPolicy, content_left: b
         assert out.content_dropped["content:openinference"] == 1
         assert out.content_dropped["content:vercel_ai"] == 1
         assert out.content_dropped["content:events"] == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "attributes", "expected_name", "dropped_family"),
+    [
+        pytest.param(
+            "assistant.please help with CNRY-task-0.execute",
+            {"task_description": "please help with CNRY-task-0-9f7816ff7d", "agent.goal": "g"},
+            "assistant.[content].execute",
+            "content:crewai",
+            id="crewai-agent-span-named-after-the-task",
+        ),
+        pytest.param(
+            "Function: {name}",
+            {"logfire.msg": "Function: get_job", "output": '{"error": "not_found"}'},
+            "Function: {name}",
+            "content:logfire",
+            id="logfire-template-name-kept",
+        ),
+        pytest.param(
+            "haystack.agent.step.llm",
+            {"haystack.agent.step.llm.input": "{'messages': [...]}"},
+            "haystack.agent.step.llm",
+            "content:haystack",
+            id="haystack-model-step",
+        ),
+    ],
+)
+def test_non_tool_span_names_and_framework_content(
+    name: str, attributes: dict[str, AttrValue], expected_name: str, dropped_family: str
+) -> None:
+    """Under `drop`, a framework's content attributes leave, and a span name repeating one loses it."""
+    view = SpanView(
+        name=name,
+        trace_id="a" * 32,
+        span_id="e" * 16,
+        start_ns=1,
+        end_ns=2,
+        attributes=attributes,
+    )
+    out = Pipeline().process(view)
+    assert out.forward is not None
+    assert out.forward.name == expected_name
+    assert out.content_dropped[dropped_family] >= 1
+    assert not any(key in out.forward.attributes for key in attributes)

@@ -240,6 +240,62 @@ def _smolagents_final_answer() -> ReadableSpan:
     )
 
 
+def _dspy_tool_no_name() -> ReadableSpan:
+    # OpenInference's DSPy instrumentor names the span `<tool>.__call__` and writes no tool.name
+    return make_span(
+        "get_job.__call__",
+        {
+            "openinference.span.kind": "TOOL",
+            "input.value": json.dumps({"kwargs": {"job_id": "17", "token": OPENAI_KEY}}),
+            "output.value": json.dumps(json.dumps({"error": "not_found", "key": DB_URL})),
+            "session.id": "sess-dspy-1",
+        },
+    )
+
+
+def _dspy_finish() -> ReadableSpan:
+    return make_span(
+        "finish.__call__",
+        {
+            "openinference.span.kind": "TOOL",
+            "input.value": OPENAI_KEY,
+            "output.value": '"Completed."',
+        },
+    )
+
+
+def _haystack_denied() -> ReadableSpan:
+    return make_span(
+        "haystack.agent.step.tool",
+        {
+            "haystack.tool.name": "delete_file",
+            "haystack.tool.description": "Delete a file.",
+            "haystack.agent.step.tool.input": json.dumps({"path": f"/srv/{GITHUB_TOKEN}"}),
+            "haystack.tool.error": True,
+            "haystack.agent.step.tool.output": json.dumps(
+                {
+                    "error": "Failed to invoke Tool `delete_file` with parameters"
+                    f" {{'path': '/srv/{GITHUB_TOKEN}'}}. Error: [Errno 13] Permission denied"
+                }
+            ),
+        },
+    )
+
+
+def _logfire_function_timeout() -> ReadableSpan:
+    return make_span(
+        "Function: {name}",
+        {
+            "logfire.msg_template": "Function: {name}",
+            "logfire.msg": f"Function: wait_for_batch {OPENAI_KEY}",
+            "logfire.span_type": "span",
+            "name": "wait_for_batch",
+            "input": json.dumps({"batch": DB_URL}),
+            "output": "Tool 'wait_for_batch' timed out after 0.3 seconds.",
+        },
+    )
+
+
 def _traceloop_not_found() -> ReadableSpan:
     return make_span(
         "lookup_order.tool",
@@ -634,6 +690,39 @@ CASES = [
         None,
         id="graph-interrupt-is-not-an-error",
     ),
+    pytest.param(
+        _dspy_tool_no_name,
+        "not_found",
+        "get_job",
+        "openinference",
+        "observation",
+        None,
+        None,
+        "sess-dspy-1",
+        id="dspy-tool-named-by-its-span-result-encoded-twice",
+    ),
+    pytest.param(
+        _haystack_denied,
+        "denied",
+        "delete_file",
+        "haystack",
+        "text",
+        None,
+        None,
+        None,
+        id="haystack-error-only-as-output-text",
+    ),
+    pytest.param(
+        _logfire_function_timeout,
+        "timeout",
+        "wait_for_batch",
+        "logfire",
+        "text",
+        None,
+        None,
+        None,
+        id="logfire-openai-agents-timeout-notice",
+    ),
 ]
 
 
@@ -755,6 +844,7 @@ def test_retry_after_from_header() -> None:
     [
         pytest.param(_pydantic_aggregate, id="pydantic-running-tools-aggregate"),
         pytest.param(_smolagents_final_answer, id="smolagents-final-answer"),
+        pytest.param(_dspy_finish, id="dspy-react-finish"),
     ],
 )
 def test_not_tool_calls(builder: Callable[[], ReadableSpan]) -> None:

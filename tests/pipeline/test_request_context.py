@@ -9,7 +9,7 @@ import pytest
 
 from errscope.collector.context import request_context, unrun_calls
 from errscope.collector.pipeline import Pipeline
-from errscope.collector.spanview import SpanView
+from errscope.collector.spanview import STATUS_ERROR, STATUS_OK, EventView, SpanView, StatusView
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 
@@ -140,6 +140,24 @@ _AI_MESSAGE = {
             "call_py_1",
             id="message-list",
         ),
+        pytest.param(
+            {
+                "message": {
+                    "role": "assistant",
+                    "additional_kwargs": {
+                        "tool_calls": [
+                            {
+                                "id": "call_li_1",
+                                "type": "function",
+                                "function": {"name": "get_weather", "arguments": "{}"},
+                            }
+                        ]
+                    },
+                }
+            },
+            "call_li_1",
+            id="llamaindex-openai-shaped-additional-kwargs",
+        ),
         pytest.param({"generations": [[{"text": "no tools"}]]}, None, id="no-request"),
     ],
 )
@@ -148,6 +166,52 @@ def test_call_id_from_an_earlier_model_span_request(
 ) -> None:
     """A tool span naming no call id takes the id the model span before it requested for that tool."""
     views = [_llm("m1", 5, output_value), _oi_tool("t1", 10)]
+    assert request_context(views, ())[id(views[1])].requested_call_id == expected
+
+
+@pytest.mark.parametrize(
+    ("model_attrs", "tool_attrs", "expected"),
+    [
+        pytest.param(
+            {
+                "haystack.agent.step.llm.output": json.dumps(
+                    {
+                        "replies": [
+                            {
+                                "role": "assistant",
+                                "content": [
+                                    {"tool_call": {"tool_name": "get_weather", "id": "call_hs_1"}}
+                                ],
+                            }
+                        ]
+                    }
+                )
+            },
+            {"haystack.tool.name": "get_weather"},
+            "call_hs_1",
+            id="haystack-replies",
+        ),
+        pytest.param(
+            {
+                "logfire.msg_template": "Chat completion with {gen_ai.request.model!r}",
+                "output": json.dumps(
+                    [{"type": "function_call", "call_id": "call_lf_1", "name": "get_weather"}]
+                ),
+            },
+            {"logfire.msg_template": "Function: {name}", "name": "get_weather"},
+            "call_lf_1",
+            id="logfire-openai-agents-output",
+        ),
+    ],
+)
+def test_call_id_from_framework_model_spans(
+    model_attrs: dict[str, Any], tool_attrs: dict[str, Any], expected: str
+) -> None:
+    """Haystack's and Logfire's tool spans name no call id: they take the one their model span requested."""
+    views = [
+        SpanView("llm", TRACE, "m1", 5, 9, attributes=model_attrs),
+        SpanView("tool", TRACE, "t1", 10, 15, attributes=tool_attrs),
+    ]
     assert request_context(views, ())[id(views[1])].requested_call_id == expected
 
 
@@ -176,6 +240,92 @@ def _vercel_tool(span_id: str, start_ns: int) -> SpanView:
         "ai.toolCall.id": "call_v_3",
     }
     return SpanView("ai.toolCall", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+_LLAMA_REQUEST = {
+    "message": {
+        "additional_kwargs": {
+            "tool_calls": [
+                {"id": "call_li_4", "type": "function", "function": {"name": "get_invoice"}}
+            ]
+        }
+    }
+}
+_LLAMA_ANSWER = {
+    "openinference.span.kind": "LLM",
+    "input.value": json.dumps(
+        {
+            "messages": [
+                "ChatMessage(role=<MessageRole.TOOL: 'tool'>, additional_kwargs={'tool_call_id':"
+                " 'call_li_4'}, blocks=[TextBlock(block_type='text', text='Tool get_invoice not"
+                " found.')])"
+            ]
+        }
+    ),
+}
+_HS_REQUEST = {
+    "haystack.agent.step.llm.output": json.dumps(
+        {"replies": [{"content": [{"tool_call": {"tool_name": "get_invoice", "id": "call_hs_4"}}]}]}
+    )
+}
+_HS_ANSWER = {
+    "haystack.agent.step.llm.input": "{'messages': [ChatMessage(_role=<ChatRole.TOOL: 'tool'>,"
+    " _content=[ToolCallResult(result='ok', origin=ToolCall(tool_name='get_job', arguments={},"
+    " id='call_hs_2', extra=None), error=False), ToolCallResult(result=\"Tool 'get_invoice' not"
+    " found.\", origin=ToolCall(tool_name='get_invoice', arguments={'invoice_id': 'x)'},"
+    " id='call_hs_4', extra=None), error=True)])]}"
+}
+
+
+def _react_llm(span_id: str, start_ns: int, *, ask: str = "", answer: str = "") -> SpanView:
+    attrs: dict[str, Any] = {"openinference.span.kind": "LLM"}
+    if ask:
+        attrs["llm.output_messages.0.message.content"] = (
+            f'Thought: use it\nAction: {ask}\nAction Input: {{"invoice_id": "x"}}'
+        )
+    if answer:
+        attrs["llm.input_messages.2.message.content"] = (
+            f'Thought: use it\nAction: {answer}\nAction Input: {{"invoice_id": "x"}}\n'
+            f"Observation: I encountered an error: Action '{answer}' don't exist\nTool Name: a"
+        )
+    return SpanView("scripted.llm_call", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+def _oi_tool_named(span_id: str, start_ns: int, name: str) -> SpanView:
+    attrs = {"openinference.span.kind": "TOOL", "tool.name": name}
+    return SpanView(f"{name}.run", TRACE, span_id, start_ns, start_ns + 5, attributes=attrs)
+
+
+def _smol_step(*, failed: bool) -> SpanView:
+    event = EventView(
+        "exception",
+        3,
+        {"exception.type": "smolagents.utils.AgentToolCallError", "exception.message": "bad"},
+    )
+    return SpanView(
+        "Step 1",
+        TRACE,
+        "s1",
+        4,
+        30,
+        status=StatusView(STATUS_ERROR if failed else STATUS_OK, "AgentToolCallError: bad"),
+        attributes={"openinference.span.kind": "CHAIN"},
+        events=(event,) if failed else (),
+    )
+
+
+def _smol_model() -> SpanView:
+    attrs = {
+        "openinference.span.kind": "LLM",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_smol_3",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_weather",
+    }
+    return SpanView("Scripted.generate", TRACE, "m1", 5, 9, parent_span_id="s1", attributes=attrs)
+
+
+def _oi_tool_under(span_id: str, parent: str) -> SpanView:
+    attrs = {"openinference.span.kind": "TOOL", "tool.name": "get_weather"}
+    return SpanView("SimpleTool", TRACE, span_id, 10, 15, parent_span_id=parent, attributes=attrs)
 
 
 _LC_ERROR = {
@@ -255,12 +405,73 @@ _LC_ERROR = {
             [("m1", "get_weather", "call_js_1", "Error: bad", False)],
             id="langchainjs-error-toolmessage-no-tool-span",
         ),
+        pytest.param(
+            [
+                _llm("m1", 5, _LLAMA_REQUEST),
+                SpanView("Scripted.achat", TRACE, "m2", 20, 25, attributes=_LLAMA_ANSWER),
+            ],
+            [("m1", "get_invoice", "call_li_4", "Tool get_invoice not found.", False)],
+            id="llamaindex-tool-message-repr-no-tool-span",
+        ),
+        pytest.param(
+            [
+                SpanView("haystack.agent.step.llm", TRACE, "m1", 5, 9, attributes=_HS_REQUEST),
+                SpanView("haystack.agent.step.llm", TRACE, "m2", 20, 25, attributes=_HS_ANSWER),
+            ],
+            [("m1", "get_invoice", "call_hs_4", "Tool 'get_invoice' not found.", False)],
+            id="haystack-failed-toolcallresult-repr-no-tool-span",
+        ),
+        pytest.param(
+            [_react_llm("m1", 5, ask="get_invoice"), _react_llm("m2", 20, answer="get_invoice")],
+            [
+                (
+                    "m1",
+                    "get_invoice",
+                    "",
+                    "I encountered an error: Action 'get_invoice' don't exist",
+                    False,
+                )
+            ],
+            id="crewai-react-answered-without-a-tool-span",
+        ),
+        pytest.param(
+            [
+                _react_llm("m1", 5, ask="get_invoice"),
+                _oi_tool_named("t1", 10, "get_invoice"),
+                _react_llm("m2", 20, answer="get_invoice"),
+            ],
+            [],
+            id="a-react-call-whose-tool-ran-is-not-unrun",
+        ),
+        pytest.param(
+            [_smol_step(failed=True), _smol_model()],
+            [
+                (
+                    "m1",
+                    "get_weather",
+                    "call_smol_3",
+                    "smolagents.utils.AgentToolCallError: bad",
+                    False,
+                )
+            ],
+            id="smolagents-failed-step-no-tool-span",
+        ),
+        pytest.param(
+            [_smol_step(failed=False), _smol_model()],
+            [],
+            id="a-step-that-did-not-fail-rejected-nothing",
+        ),
+        pytest.param(
+            [_smol_step(failed=True), _smol_model(), _oi_tool_under("t1", "s1")],
+            [],
+            id="a-failed-step-whose-tool-ran-is-the-tools-failure",
+        ),
     ],
 )
 def test_calls_rejected_before_any_tool_ran(
     views: list[SpanView], expected: list[tuple[str, str, str, str | None, bool]]
 ) -> None:
-    """A requested call that no tool span ran and a later model span answered with an error is an unrun call on the requesting span."""
+    """A requested call that no tool span ran, answered with an error by a later model span or failed by its step, is an unrun call on the requesting span."""
     got = [(u.request.span_id, u.tool, u.call_id, u.text, u.denied) for u in unrun_calls(views, ())]
     assert got == expected
 

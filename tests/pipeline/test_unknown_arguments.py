@@ -74,7 +74,11 @@ def test_unknown_arguments_keep_types_and_codes(line: str, expected: str) -> Non
         pytest.param(
             "mcp", {**MCP, "gen_ai.tool.call.arguments": "{}"}, False, id="mcp-with-arguments"
         ),
-        pytest.param("genai", GENAI, False, id="genai"),
+        pytest.param("genai", GENAI, True, id="genai-records-none"),
+        pytest.param(
+            "genai", {**GENAI, "gen_ai.tool.call.arguments": "{}"}, False, id="genai-with-arguments"
+        ),
+        pytest.param("openinference", {"tool.name": "compute"}, False, id="openinference"),
         pytest.param("errscope", {"errscope.code": "internal_error"}, False, id="toolkit"),
     ],
 )

@@ -8,8 +8,8 @@ so every framework venv can load it (`PYTHONPATH` points at this folder).
 - `Stub`: a loopback HTTP server the tools call: `/ok` 200, `/rate` a real 429 with
   Retry-After, `/missing` a real 404, `/slow` answers after the client's timeout.
 - `tracing(case)`: a TracerProvider exporting every span through BOTH the OTLP/gRPC and the
-  OTLP/HTTP-protobuf exporter (one BatchSpanProcessor each, as users configure them), so
-  each transport's payloads carry the same spans.  opentelemetry-python has no OTLP/HTTP
+  OTLP/HTTP-protobuf exporter (`processors()`: one BatchSpanProcessor each, as users
+  configure them), so each transport's payloads carry the same spans.  opentelemetry-python has no OTLP/HTTP
   JSON exporter, so Python cases have no http-json payloads.
 - The tool bodies (`weather`, `job_lookup`, ...) that raise or return what real tools do.
 """
@@ -77,30 +77,35 @@ class Stub:
         self.server.shutdown()
 
 
-def tracing(case: str, *, set_global: bool = True) -> Any:
-    """A TracerProvider that exports every span over OTLP/gRPC and OTLP/HTTP protobuf."""
-    from opentelemetry import trace
+def processors() -> list[Any]:
+    """One BatchSpanProcessor per OTLP exporter (gRPC and HTTP protobuf), as users add them."""
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
         OTLPSpanExporter as GrpcExporter,
     )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpExporter,
     )
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    grpc_target = os.environ["CAPTURE_GRPC"]
+    http_target = os.environ["CAPTURE_HTTP"]
+    return [
+        BatchSpanProcessor(GrpcExporter(endpoint=grpc_target, insecure=True)),
+        BatchSpanProcessor(HttpExporter(endpoint=f"http://{http_target}/v1/traces")),
+    ]
+
+
+def tracing(case: str, *, set_global: bool = True) -> Any:
+    """A TracerProvider that exports every span over OTLP/gRPC and OTLP/HTTP protobuf."""
+    from opentelemetry import trace
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     provider = TracerProvider(
         resource=Resource.create({"service.name": f"conformance-{case}", "service.version": "1"})
     )
-    grpc_target = os.environ["CAPTURE_GRPC"]
-    http_target = os.environ["CAPTURE_HTTP"]
-    provider.add_span_processor(
-        BatchSpanProcessor(GrpcExporter(endpoint=grpc_target, insecure=True))
-    )
-    provider.add_span_processor(
-        BatchSpanProcessor(HttpExporter(endpoint=f"http://{http_target}/v1/traces"))
-    )
+    for processor in processors():
+        provider.add_span_processor(processor)
     if set_global:
         trace.set_tracer_provider(provider)
     return provider

@@ -48,6 +48,24 @@ SMOLAGENTS = [
     *OTEL_PINS,
 ]
 FASTMCP = ["fastmcp==4.1.6", "httpx==0.28.1", *OTEL_PINS]
+AUTOGEN = ["autogen-agentchat==0.7.5", "autogen-ext==0.7.5", "httpx==0.28.1", *OTEL_PINS]
+DSPY = ["dspy==3.4.1", "openinference-instrumentation-dspy==0.1.48", "httpx==0.28.1", *OTEL_PINS]
+LLAMAINDEX = [
+    "llama-index-core==0.14.25",
+    "openinference-instrumentation-llama-index==4.6.1",
+    "httpx==0.28.1",
+    *OTEL_PINS,
+]
+HAYSTACK = ["haystack-ai==3.4.1", "opentelemetry-haystack==2.0.0", "httpx==0.28.1", *OTEL_PINS]
+SEMANTIC_KERNEL = ["semantic-kernel==1.45.0", "httpx==0.28.1", *OTEL_PINS]
+AGNO = ["agno==3.1.10", "openinference-instrumentation-agno==1.0.15", "httpx==0.28.1", *OTEL_PINS]
+LOGFIRE = ["logfire==5.4.0", "openai-agents==0.24.0", "httpx==0.28.1", *OTEL_PINS]
+CREWAI = [
+    "crewai==1.15.30",
+    "openinference-instrumentation-crewai==1.1.21",
+    "httpx==0.28.1",
+    *OTEL_PINS,
+]
 MCP = ["mcp==2.3.0", "opentelemetry-instrumentation-mcp==0.62.4", "httpx==0.28.1", *OTEL_PINS]
 
 
@@ -67,6 +85,9 @@ CASES: dict[str, Callable[[str], int]] = {
     "python-openai-agents-openllmetry": _case(
         "agents", AGENTS, "openai_agents_scenario.py", "openllmetry"
     ),
+    "python-openai-agents-logfire": _case(
+        "logfire", LOGFIRE, "openai_agents_scenario.py", "logfire"
+    ),
     "python-langgraph-openinference": _case(
         "langchain", LANGCHAIN, "langchain_scenario.py", "openinference"
     ),
@@ -75,6 +96,16 @@ CASES: dict[str, Callable[[str], int]] = {
     ),
     "python-smolagents-openinference": _case("smolagents", SMOLAGENTS, "smolagents_scenario.py"),
     "python-fastmcp-server": _case("fastmcp", FASTMCP, "fastmcp_scenario.py", "server"),
+    "python-fastmcp-client": _case("fastmcp", FASTMCP, "fastmcp_scenario.py", "client"),
     "python-mcp-server": _case("mcp", MCP, "mcp_scenario.py", "server"),
     "python-mcp-client": _case("mcp", MCP, "mcp_scenario.py", "client"),
+    "python-autogen-agentchat": _case("autogen", AUTOGEN, "autogen_scenario.py"),
+    "python-dspy-openinference": _case("dspy", DSPY, "dspy_scenario.py"),
+    "python-crewai-openinference": _case("crewai", CREWAI, "crewai_scenario.py"),
+    "python-agno-openinference": _case("agno", AGNO, "agno_scenario.py"),
+    "python-semantic-kernel": _case(
+        "semantic-kernel", SEMANTIC_KERNEL, "semantic_kernel_scenario.py"
+    ),
+    "python-haystack": _case("haystack", HAYSTACK, "haystack_scenario.py"),
+    "python-llamaindex-openinference": _case("llamaindex", LLAMAINDEX, "llamaindex_scenario.py"),
 }

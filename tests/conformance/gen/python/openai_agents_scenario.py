@@ -1,12 +1,15 @@
 """OpenAI Agents SDK with a scripted `Model`; runs inside the agents venv.
 
-    python openai_agents_scenario.py openinference|openllmetry
+    python openai_agents_scenario.py openinference|openllmetry|logfire
 
 One Runner.run per tool call (one trace each, in this order), each with a group_id (the
 SDK's conversation id) that holds a canary.  The SDK's function tools turn a raising tool
 into a "non-fatal" error result by default; the denied call uses failure_error_function=None
 so its PermissionError ends the run (the fatal path) as users choose for dangerous tools.
-The scripted model issues one tool call, then answers with a final text.
+The scripted model issues one tool call, then answers with a final text.  `logfire`: Logfire's
+own OpenAI Agents integration (`logfire.instrument_openai_agents()`), Logfire configured as
+its users run it without the Logfire backend (`send_to_logfire=False`, the two OTLP
+exporters as additional span processors, its default scrubbing).
 """
 
 from __future__ import annotations
@@ -17,7 +20,17 @@ import os
 import sys
 from typing import Any
 
-from _scenario import Stub, canary, compute, delete_file, http_get, job_lookup, tracing, weather
+from _scenario import (
+    Stub,
+    canary,
+    compute,
+    delete_file,
+    http_get,
+    job_lookup,
+    processors,
+    tracing,
+    weather,
+)
 from agents import Agent, ModelResponse, RunConfig, Runner, function_tool, set_trace_processors
 from agents.models.interface import Model
 from agents.tracing import generation_span
@@ -93,18 +106,32 @@ class Scripted(Model):
         raise NotImplementedError("the scripted model answers unstreamed runs only")
 
 
-def instrument(which: str, provider: Any) -> None:
+def instrument(which: str) -> Any:
+    """The provider to shut down at the end (Logfire's own, for `logfire`)."""
     set_trace_processors([])  # no export to OpenAI's own trace backend
+    if which == "logfire":
+        import logfire
+
+        logfire.configure(
+            send_to_logfire=False,
+            console=False,
+            service_name=f"conformance-{CASE}",
+            service_version="1",
+            additional_span_processors=processors(),
+        )
+        logfire.instrument_openai_agents()
+        return logfire
+    provider = tracing(CASE)
     if which == "openinference":
         from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
     else:
         from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
     OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
+    return provider
 
 
 async def main() -> None:
-    provider = tracing(CASE)
-    instrument(sys.argv[1], provider)
+    provider = instrument(sys.argv[1])
     stub = Stub()
 
     @function_tool
