@@ -360,7 +360,7 @@ class DeployDetail:
 
     rates: pd.DataFrame  # minute, version, code, errors, calls, rate
     fields: pd.DataFrame  # code, field, errors_before, rate_before, errors_after, rate_after, new
-    first_calls: pd.DataFrame  # ts, tool, code, field, correlation_id, trace_id, call_id
+    first_calls: pd.DataFrame  # ts, tool, code, field, correlation_id, trace_id, span_id, call_id
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

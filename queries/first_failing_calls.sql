@@ -22,7 +22,7 @@ WITH failing AS (
       AND received_at < $known_by
     QUALIFY row_number() OVER (PARTITION BY tool, code, field, correlation_id ORDER BY ts, span_id) = 1
 )
-SELECT tool, code, field, ts, correlation_id, trace_id, call_id
+SELECT tool, code, field, ts, correlation_id, trace_id, span_id, call_id
 FROM failing
 QUALIFY row_number() OVER (PARTITION BY tool, code, field ORDER BY ts, span_id) <= $per_group
 ORDER BY tool, code, field, ts, span_id

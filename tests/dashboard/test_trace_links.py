@@ -37,7 +37,7 @@ def test_first_failing_calls_link_to_their_trace(
     linked: bool,
 ) -> None:
     """With ERRSCOPE_TRACE_URL set, the Deploys page's first failing calls carry a trace_url
-    built from each call's trace id; without it there is no such column."""
+    built from each call's trace and span id; without it there is no such column."""
     if setting is None:
         monkeypatch.delenv(TRACE_URL_ENV, raising=False)
     else:
@@ -48,7 +48,8 @@ def test_first_failing_calls_link_to_their_trace(
     assert ("trace_url" in first.columns) is linked
     if linked:
         for _, row in first.iterrows():
-            assert row["trace_url"] == f"{JAEGER}{row['trace_id']}?uiFind="
+            assert row["span_id"]
+            assert row["trace_url"] == f"{JAEGER}{row['trace_id']}?uiFind={row['span_id']}"
 
 
 def test_looked_up_calls_and_samples_link_to_their_trace(
