@@ -97,6 +97,7 @@ def detect_all(
         },
     ).to_pylist()
     findings: list[Finding] = []
+    notes: list[Finding] = []
     for d in deploys:
         info = deploy_info(d)
         report = detect_deploy(
@@ -110,7 +111,7 @@ def detect_all(
             known_by=known_by,
         )
         findings.extend(report.findings)
-        findings.extend(report.notes)
+        notes.extend(report.notes)
     findings.extend(
         detect_spikes(
             source,
@@ -121,14 +122,22 @@ def detect_all(
             known_by=known_by,
         )
     )
-    findings.extend(
-        detect_loop_misuse(
-            source,
-            as_of=now,
-            service=service,
-            environment=environment,
-            config=config,
-            known_by=known_by,
-        )
+    loops = detect_loop_misuse(
+        source,
+        as_of=now,
+        service=service,
+        environment=environment,
+        config=config,
+        known_by=known_by,
     )
+    # A deploy's storm note and the loop finding are one retry loop seen twice: the loop
+    # finding (it names the field) is reported, the note only where no loop finding is.
+    looped = {(f.service, f.environment, f.tool, f.code) for f in loops}
+    findings.extend(
+        n
+        for n in notes
+        if (n.service, n.environment, n.tool, n.code) not in looped
+        and (n.service, None, n.tool, n.code) not in looped
+    )
+    findings.extend(loops)
     return findings

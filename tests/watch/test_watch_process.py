@@ -150,11 +150,11 @@ def test_watch_beside_a_sidecar_posts_each_episode_once_across_a_restart(tmp_pat
             metrics = first.wait_runs(1)
         open_series = [labels for labels, value in metrics["errscope_finding_open"] if value == 1]
         loops = [s for s in open_series if s["kind"] == "loop_misuse"]
-        # Detection reports the loop itself (with its field) and, as the new version's
-        # deploy note, its storm (no field): two findings, two episodes.
-        assert ("billing-agent", "get_job", "invalid_args", "job_id") in {
-            (s["service"], s["tool"], s["code"], s["field"]) for s in loops
-        }
+        # The loop is one finding with its field, not also the new version's storm note
+        # (no field): one retry loop, one episode.
+        assert [(s["service"], s["tool"], s["code"], s["field"]) for s in loops] == [
+            ("billing-agent", "get_job", "invalid_args", "job_id")
+        ]
         posts = rx.wait_for(len(open_series))
         assert len(posts) == len(open_series)  # one per episode
         keys = [p.body["blocks"][1]["elements"][0]["text"].split("episode ")[1] for p in posts]
