@@ -41,6 +41,7 @@ from errscope.queries.detect import (
 from errscope.queries.evidence import gather_evidence
 from errscope.queries.findings import Finding, Verdict, finding_dict, findings_json
 from errscope.queries.gate import check_answer
+from errscope.queries.source import held
 
 __all__ = ["check", "findings"]
 
@@ -199,15 +200,16 @@ def check(
     while True:
         if moving_known:
             known = datetime.now(UTC)  # `now` keeps meaning now while the gate waits
-        report: DeployReport = detect_deploy(
-            source,
-            service,
-            version,
-            environment,
-            as_of=now,
-            known_by=None if known is None else max(known, now),
-            config=config,
-        )
+        with held(source):  # one look, one open store; released before any wait
+            report: DeployReport = detect_deploy(
+                source,
+                service,
+                version,
+                environment,
+                as_of=now,
+                known_by=None if known is None else max(known, now),
+                config=config,
+            )
         if report.verdict is not Verdict.INSUFFICIENT_DATA or now + step > deadline:
             break
         # A replay (--as-of) runs ahead without sleeping, but never past the clock: from
@@ -224,15 +226,16 @@ def check(
             time.sleep(lag)
     if as_json:
         # The same object GET /v1/check answers (errscope.queries.gate).
-        answer = check_answer(
-            source,
-            report,
-            service=service,
-            version=version,
-            environment=environment,
-            as_of=now,
-            trace_url=trace_url,
-        )
+        with held(source):
+            answer = check_answer(
+                source,
+                report,
+                service=service,
+                version=version,
+                environment=environment,
+                as_of=now,
+                trace_url=trace_url,
+            )
         click.echo(orjson.dumps(answer).decode())
     else:
         click.echo(f"{report.verdict.upper()}: {service} {version} — {report.reason}")
@@ -273,16 +276,18 @@ def findings(
     config = with_codes(DEFAULT_CONFIG, _codes(codes, catalogs))
     source = open_source(db, api, token)
     when = _as_of(as_of)
-    found = detect_all(
-        source,
-        as_of=when,
-        known_by=_known_by(known_by, when),
-        service=service,
-        environment=environment,
-        config=config,
-    )
+    with held(source):  # one pass, one open store
+        found = detect_all(
+            source,
+            as_of=when,
+            known_by=_known_by(known_by, when),
+            service=service,
+            environment=environment,
+            config=config,
+        )
+        evidence = gather_evidence(source, found, trace_url) if as_json else None
     if as_json:
-        click.echo(findings_json(found, gather_evidence(source, found, trace_url)))
+        click.echo(findings_json(found, evidence))
     elif found:
         _print_findings(found, "findings")
     else:

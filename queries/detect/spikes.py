@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
-from scipy import stats
 
 from errscope.queries.detect.config import (
     DEFAULT_CONFIG,
@@ -26,7 +25,14 @@ from errscope.queries.detect.config import (
     evaluation_time,
     received_by,
 )
-from errscope.queries.detect.stats import Array, benjamini_hochberg, poisson_ci
+from errscope.queries.detect.stats import (
+    Array,
+    benjamini_hochberg,
+    nbinom_sf,
+    poisson_ci,
+    poisson_sf,
+    robust_scale,
+)
 from errscope.queries.findings import Finding, FindingKind
 
 __all__ = [
@@ -123,7 +129,7 @@ def _robust_dispersion(series: SpikeSeries, rate: float, cap: float) -> float:
     mu = c * rate
     keep = mu > 0
     resid = (e[keep] - mu[keep]) / np.sqrt(mu[keep])
-    mad = float(stats.median_abs_deviation(resid, scale="normal"))
+    mad = robust_scale(resid)
     return float(min(cap, max(1.0, mad**2)))
 
 
@@ -143,9 +149,9 @@ def evaluate_spike_series(
     mu = np.maximum(series.recent_calls * rates, 1e-9)
     if phi > 1.0 + 1e-6:
         size = mu / (phi - 1.0)
-        p = stats.nbinom.sf(k - 1, size, 1.0 / phi)
+        p = nbinom_sf(k, size, 1.0 / phi)
     else:
-        p = stats.poisson.sf(k - 1, mu)
+        p = poisson_sf(k, mu)
     hit = (
         (np.asarray(p) < config.spike_p)
         & (k >= config.spike_min_count)
