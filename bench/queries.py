@@ -127,6 +127,12 @@ def dashboard_params(source: ConSource) -> dict[str, dict[str, object]]:
             "since": deploy["ts"] - timedelta(days=7),
             "until": deploy["ts"],
         },
+        "signature_history": {
+            "service": "svc-07",
+            "exclude_version": deploy["version"],
+            "since": deploy["ts"] - timedelta(days=7),
+            "until": deploy["ts"],
+        },
         "first_failing_calls": {"service": "svc-07", "version": deploy["version"], **around},
         "not_found_series": {**day, "service": "svc-07"},
         "top_invalid_args_fields": day,

@@ -174,7 +174,8 @@ def counts_from_table(
 def signature_tests(
     new: pa.Table, old: pa.Table, codes: Sequence[str], config: DetectConfig = DEFAULT_CONFIG
 ) -> list[SignatureTest]:
-    """New (tool, code, field) signatures from two `signature_exposure` tables.
+    """New (tool, code, field) signatures: `signature_exposure` of the new version against
+    `signature_history` (tool, code, field and the tool's calls) of the versions before.
 
     A signature is new when the earlier exposure never had it; its exact conditional
     p-value is (n_new / (n_new + n_old)) ** traces: every failing trace fell on the new
@@ -289,7 +290,7 @@ def detect_deploy(
         {**sig_common, "version": deploy.version, "since": deploy.ts, "until": until},
     )
     old_sig = source.run(
-        "signature_exposure",
+        "signature_history",
         {
             **sig_common,
             "exclude_version": deploy.version,

@@ -163,6 +163,30 @@ def test_signature_exposure_excludes_a_version(store: DuckDBStore, source: Store
     }
 
 
+def test_signature_history_is_the_exposure_of_the_other_versions(
+    store: DuckDBStore, source: StoreSource
+) -> None:
+    """signature_history gives the signatures and tool calls signature_exposure gives for
+    every version but one (what the new-signature test reads), without its distinct counts."""
+    store.append_tool_calls(
+        [
+            call(T, version="1", code="invalid_args", field="a"),
+            call(T, version="1", code="invalid_args", field="a"),
+            call(T, version="0", tool="other"),
+            call(T, version="2", code="invalid_args", field="b"),
+        ]
+    )
+    args = {"service": "billing-agent", "exclude_version": "2", **WIDE}
+    history = _rows(source, "signature_history", **args)
+    exposure = _rows(source, "signature_exposure", **args)
+    keep = ("tool", "code", "field", "n", "calls")
+    assert [{k: r[k] for k in keep} for r in history] == [{k: r[k] for k in keep} for r in exposure]
+    assert {(r["tool"], r["field"], r["n"], r["calls"]) for r in history} == {
+        ("get_job", "a", 2, 2),
+        ("other", None, 1, 1),
+    }
+
+
 def test_first_failing_calls_one_per_correlation_id(
     store: DuckDBStore, source: StoreSource
 ) -> None:
