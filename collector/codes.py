@@ -381,6 +381,10 @@ class _Normaliser:
         output = obj.get("output")
         if isinstance(output, dict) and len(obj) <= 2:
             return self._from_object(output, depth + 1)  # OpenLLMetry's {"output": ...}
+        result = obj.get("result")
+        if isinstance(result, str) and set(obj) <= {"result", "is_error"}:
+            # OpenLLMetry's MCP output `{"result": <the tool's text>, "is_error": ...}`
+            return self._parse_result(result)
         if obj.get("isError") is True:
             return self._mcp(obj, depth)
         if obj.get("isError") is False and isinstance(obj.get("content"), list):

@@ -375,6 +375,20 @@ def _logfire_mcp(text: str) -> Callable[[], ReadableSpan]:
     return span
 
 
+def _openllmetry_mcp_result() -> ReadableSpan:
+    """OpenLLMetry's MCP tool span (mcp 1.x): the tool's text inside `{"result": ...}`."""
+    text = json.dumps({"error": "not_found", "message": "no job 7"})
+    return make_span(
+        "get_job.tool",
+        {
+            "traceloop.span.kind": "tool",
+            "traceloop.entity.name": "get_job",
+            "traceloop.entity.output": json.dumps({"result": text}),
+        },
+        status=(OK, None),
+    )
+
+
 def _http_rate_limited() -> ReadableSpan:
     return make_span(
         "execute_tool search",
@@ -642,6 +656,17 @@ CASES = [
         None,
         None,
         id="logfire-mcp-ok-result-holding-an-error",
+    ),
+    pytest.param(
+        _openllmetry_mcp_result,
+        "not_found",
+        "get_job",
+        "traceloop",
+        "observation",
+        None,
+        None,
+        None,
+        id="openllmetry-mcp-result-holding-an-error",
     ),
     pytest.param(
         _logfire_mcp(json.dumps({"job": "7", "state": "done"})),

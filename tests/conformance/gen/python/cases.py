@@ -67,6 +67,12 @@ CREWAI = [
     *OTEL_PINS,
 ]
 LOGFIRE_MCP = ["logfire==5.4.0", "mcp==1.30.0", "httpx==0.28.1", *OTEL_PINS]
+OPENLLMETRY_MCP1 = [
+    "mcp==1.30.0",
+    "opentelemetry-instrumentation-mcp==0.62.4",
+    "httpx==0.28.1",
+    *OTEL_PINS,
+]
 MCP = ["mcp==2.3.0", "opentelemetry-instrumentation-mcp==0.62.4", "httpx==0.28.1", *OTEL_PINS]
 
 
@@ -100,6 +106,9 @@ CASES: dict[str, Callable[[str], int]] = {
     "python-fastmcp-client": _case("fastmcp", FASTMCP, "fastmcp_scenario.py", "client"),
     "python-mcp-server": _case("mcp", MCP, "mcp_scenario.py", "server"),
     "python-mcp-client": _case("mcp", MCP, "mcp_scenario.py", "client"),
+    "python-mcp1-openllmetry-client": _case(
+        "openllmetry-mcp1", OPENLLMETRY_MCP1, "mcp1_scenario.py", "openllmetry-client"
+    ),
     "python-mcp1-logfire-client": _case(
         "logfire-mcp1", LOGFIRE_MCP, "mcp1_scenario.py", "logfire-client"
     ),
