@@ -8,7 +8,9 @@ conventions.md §A):
 1. errscope's own spans (`errscope.code` present; `errscope.convention` keeps the original
    convention of a span errscope already processed, so a second pass agrees with the first);
 2. OTel GenAI: `gen_ai.operation.name = execute_tool` (fallback: name `execute_tool X`);
-3. MCP: `mcp.method.name = tools/call`;
+3. MCP: `mcp.method.name = tools/call`, or in the RPC conventions' terms `rpc.system =
+   jsonrpc` with `rpc.method = tools/call` (Logfire's `MCP request: tools/call X`), the tool
+   named after `tools/call ` in the span name;
 4. OpenInference: `openinference.span.kind = TOOL`, the tool named by `tool.name` or, when an
    instrumentor writes none (DSPy's), by the span name without its method (`get_job.__call__`);
    not the built-in tools that end an agent's loop (smolagents' `final_answer`, DSPy ReAct's
@@ -113,8 +115,12 @@ def classify(view: SpanView, matchers: Sequence[Matcher] = ()) -> ToolSpan | Non
         return ToolSpan(Convention.GENAI, _clip(gen_ai_tool or _suffix(view.name, "execute_tool ")))
     if operation is None and view.name.startswith("execute_tool "):
         return ToolSpan(Convention.GENAI, _clip(gen_ai_tool or _suffix(view.name, "execute_tool ")))
-    if _text(attrs.get(sc.MCP_METHOD_NAME)) == sc.MCP_TOOLS_CALL:
-        # the server's span is `tools/call X`, the client's `MCP send tools/call X`
+    if _text(attrs.get(sc.MCP_METHOD_NAME)) == sc.MCP_TOOLS_CALL or (
+        _text(attrs.get(sc.RPC_METHOD)) == sc.MCP_TOOLS_CALL
+        and _text(attrs.get(sc.RPC_SYSTEM)) == sc.RPC_SYSTEM_JSONRPC
+    ):
+        # the server's span is `tools/call X`, the client's `MCP send tools/call X`,
+        # Logfire's `MCP request: tools/call X`
         after = view.name.partition(f"{sc.MCP_TOOLS_CALL} ")[2].strip() or None
         return ToolSpan(Convention.MCP, _clip(gen_ai_tool or after))
     oi_tool = _oi_tool(view) if attrs.get(sc.OPENINFERENCE_SPAN_KIND) == sc.OI_TOOL else None

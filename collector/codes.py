@@ -381,8 +381,21 @@ class _Normaliser:
         output = obj.get("output")
         if isinstance(output, dict) and len(obj) <= 2:
             return self._from_object(output, depth + 1)  # OpenLLMetry's {"output": ...}
+        result = obj.get("result")
+        if isinstance(result, str) and set(obj) <= {"result", "is_error"}:
+            # OpenLLMetry's MCP output `{"result": <the tool's text>, "is_error": ...}`
+            return self._parse_result(result)
         if obj.get("isError") is True:
             return self._mcp(obj, depth)
+        if obj.get("isError") is False and isinstance(obj.get("content"), list):
+            # An MCP result the server called a success: a structured error the tool
+            # returned as its text (`{"error": "not_found"}`) is still that error.
+            for item in obj["content"][:8]:
+                if isinstance(item, dict) and isinstance(item.get("text"), str):
+                    inner = self._parse_result(item["text"])
+                    if inner is not None and inner.code:
+                        return inner
+            return None
         if "raw_output" in obj and isinstance(obj.get("blocks"), list):
             # LlamaIndex's ToolOutput: the tool's own return value is `raw_output`
             return self._parse_any(obj["raw_output"], depth)

@@ -207,6 +207,16 @@ def _ns_to_dt(ns: int) -> datetime:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC)
 
 
+_ZERO_SPAN_ID: Final = "0" * 16
+
+
+def _parent_span_id(view: SpanView) -> str | None:
+    """The span's parent id as stored: 16 hex digits, None for a root (an all-zero id is
+    how some SDKs write "no parent")."""
+    parent = view.parent_span_id
+    return parent if parent and parent != _ZERO_SPAN_ID else None
+
+
 _NAME_MATCH_MIN_CHARS: Final = 12  # a shorter shared start is a word, not a repeated value
 _NAME_SCAN_CHARS: Final = 1024
 
@@ -472,6 +482,7 @@ class Pipeline:
             ),
             "mcp_session_id": self._id(first_text(ids, sc.MCP_SESSION_ID), clean),
             "jsonrpc_request_id": self._id(first_text(attrs, sc.JSONRPC_REQUEST_ID), clean),
+            "parent_span_id": _parent_span_id(view),
             "duration_ms": max(view.end_ns - view.start_ns, 0) / 1e6,
             "attempt": outcome.attempt,
             "retry_after_s": outcome.retry_after_s,

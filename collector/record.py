@@ -203,6 +203,9 @@ class ToolCall:
     agent_run_id: str | None = None  # one agent run: gen_ai.agent.call.id and equivalents
     mcp_session_id: str | None = None
     jsonrpc_request_id: str | None = None
+    # The span's parent: a call whose parent is a stored call of the same trace, service
+    # and tool is that call's lower layer (errscope.collector.store.layers).
+    parent_span_id: str | None = None
 
     def validate(self) -> None:
         """Raise `RecordError` naming the field when this record may not be stored as is.
@@ -313,6 +316,7 @@ TOOL_CALLS_SCHEMA: Final = pa.schema(
         ("agent_run_id", pa.string()),
         ("mcp_session_id", pa.string()),
         ("jsonrpc_request_id", pa.string()),
+        ("parent_span_id", pa.string()),
     ]
 )
 
@@ -424,6 +428,7 @@ _TOOL_CALL_RULES: Final = (
     *_text_rules("raw_code", _RAW_CODE_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),
     _hex_rule("trace_id", _HEX32_RE, 32),
     _hex_rule("span_id", _HEX16_RE, 16),
+    _hex_rule("parent_span_id", _HEX16_RE, 16),
     *(rule for column in ID_COLUMNS for rule in _id_rules(column)),
     *_text_rules("convention", _CODE_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),
     *_text_rules("source", _CODE_RE, RecordErrorKind.BAD_IDENTIFIER, MAX_NAME_CHARS),

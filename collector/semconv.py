@@ -45,6 +45,12 @@ RPC_JSONRPC_ERROR_CODE: Final = "rpc.jsonrpc.error_code"
 
 # --- MCP
 MCP_METHOD_NAME: Final = "mcp.method.name"
+# The RPC conventions' names for a JSON-RPC call (Logfire's instrument_mcp on mcp 1.x).
+RPC_SYSTEM: Final = "rpc.system"
+RPC_METHOD: Final = "rpc.method"
+RPC_SYSTEM_JSONRPC: Final = "jsonrpc"
+# Logfire's instrument_mcp (mcp 1.x) records the whole JSON-RPC result as `response`.
+LOGFIRE_MCP_RESPONSE: Final = "response"
 MCP_TOOLS_CALL: Final = "tools/call"
 MCP_SESSION_ID: Final = "mcp.session.id"
 MCP_RESPONSE_VALUE: Final = "mcp.response.value"
@@ -146,6 +152,7 @@ RESULT_KEYS: Final = (
     MCP_RESPONSE_VALUE,
     HAYSTACK_TOOL_OUTPUT,
     LOGFIRE_OUTPUT,
+    LOGFIRE_MCP_RESPONSE,
 )
 
 # Attributes a passed-on tool span keeps (values still scanned for secrets); all else drops.

@@ -258,7 +258,7 @@ def test_migration_from_previous_version(tmp_path: Path) -> None:
     assert caught.value.kind is StoreErrorKind.SCHEMA_TOO_OLD
     assert caught.value.hint is not None
     with DuckDBStore(path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 3
+        assert store.schema_version() == SCHEMA_VERSION == 4
         row = store.cursor().execute("SELECT received_at, ts FROM tool_calls").fetchone()
         assert row is not None
         assert row[0] == row[1]

@@ -13,6 +13,9 @@ Promises:
   transaction: a batch is stored whole or not at all, and `append_*` returns only after the commit;
 - (trace_id, span_id) is the primary key of `tool_calls`: a replayed batch inserts
   nothing the second time, and the count returned is what was newly stored;
+- a call's lower layer (`errscope.collector.store.layers`) is folded in the batch's own
+  transaction: moved to `tool_call_layers`, its outer row enriched; the count returned
+  is the calls the batch added (a stored layer it moved out counts against it);
 - the write-ahead log is folded into the file every `CHECKPOINT_THRESHOLD` of log
   (DuckDB's default is 16 MiB): each checkpoint rewrites the primary-key index, so its
   cost grows with the table, while everything written since the last checkpoint stays
@@ -64,6 +67,12 @@ from errscope.collector.record import (
     tool_calls_to_arrow,
     tracebacks_to_arrow,
     validate_tool_calls,
+)
+from errscope.collector.store.layers import (
+    FoldPlan,
+    RecentSpans,
+    fold_stored,
+    plan_fold,
 )
 from errscope.collector.store.migrations import check_schema_readable, migrations
 from errscope.collector.store.protocol import StoreFault
@@ -180,6 +189,7 @@ class DuckDBStore:
         self._replaying = False  # `atomically`'s second run: calls go in with OR IGNORE
         self._closed = False
         self._file_id: tuple[int, int] | None = None  # (device, inode) opened, for `fault`
+        self._recent = RecentSpans()  # seeded by `_connect` from what the file holds
         try:
             self._connect()
         except BaseException as exc:
@@ -202,6 +212,7 @@ class DuckDBStore:
             else:
                 self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
                 self.migrate()
+                self._recent = RecentSpans.seeded(self._con)
             if self.path != ":memory:":
                 opened = os.stat(self.path)
                 self._file_id = (opened.st_dev, opened.st_ino)
@@ -467,15 +478,49 @@ class DuckDBStore:
                 validate_tool_calls(table)
             else:
                 table = tool_calls_to_arrow(calls)
-            if self._replaying and self._in_atomic():
-                return self._insert("tool_calls", table, verb="INSERT OR IGNORE")
-            try:
-                return self._insert("tool_calls", table)
-            except StoreError as exc:
-                # Inside `atomically` the refusal aborted its transaction: it starts over.
-                if self._in_atomic() or not isinstance(exc.__cause__, duckdb.ConstraintException):
-                    raise
+            with self._write_lock:  # the search and the writes see the same rows
+                stored = self._append_calls(table)
+                self._recent.add_batch(table)
+            return stored
+
+    def _append_calls(self, table: pa.Table) -> int:
+        plan = self._plan_fold(table)
+        if plan is not None:
+            return self._append_folded(plan)
+        if self._replaying and self._in_atomic():
             return self._insert("tool_calls", table, verb="INSERT OR IGNORE")
+        try:
+            return self._insert("tool_calls", table)
+        except StoreError as exc:
+            # Inside `atomically` the refusal aborted its transaction: it starts over.
+            if self._in_atomic() or not isinstance(exc.__cause__, duckdb.ConstraintException):
+                raise
+        return self._insert("tool_calls", table, verb="INSERT OR IGNORE")
+
+    def _plan_fold(self, table: pa.Table) -> FoldPlan | None:
+        """Which rows of the batch, or of the store, are a call's lower layers (`layers`)."""
+        if self.read_only:
+            raise StoreError(
+                StoreErrorKind.WRITE_FAILED, "store is open read-only", entry=self.path
+            )
+        if not self._recent.may_fold(table):
+            return None
+        try:
+            return plan_fold(self._con, table)
+        except duckdb.Error as exc:
+            raise self._write_failed(exc) from exc
+
+    def _append_folded(self, plan: FoldPlan) -> int:
+        """Write a batch that folds, in one transaction; return how many calls it added.
+
+        A rare path (a framework that records a call at two layers), so every insert is
+        OR IGNORE: a replayed span needs no second attempt.
+        """
+        with self._writing(transaction=True) as con:
+            removed = fold_stored(con, plan)
+            self._insert("tool_call_layers", plan.layers, verb="INSERT OR IGNORE")
+            inserted = self._insert("tool_calls", plan.calls, verb="INSERT OR IGNORE")
+        return inserted - removed
 
     def append_tracebacks(self, samples: Iterable[TracebackSample]) -> int:
         """Store redacted traceback samples; a replayed (trace_id, span_id) is skipped."""

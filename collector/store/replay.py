@@ -1,8 +1,8 @@
 """How a replayed export is recognised from what is stored: one implementation for both stores.
 
-A stored `tool_calls` row keeps the `received_at` of the export that stored it, so a call
-whose own `received_at` is not among its span's stored ones is a replay (see
-`StoreSink.write`).  Both stores read it with the same SQL on a DuckDB connection.
+A stored `tool_calls` (or `tool_call_layers`) row keeps the `received_at` of the export
+that stored it, so a call whose own `received_at` is not among its span's stored ones is
+a replay (see `StoreSink.write`).  Both stores read it with the same SQL on a DuckDB connection.
 """
 
 from __future__ import annotations
@@ -35,9 +35,14 @@ def stored_received_at(
     )
     bounds = {"lo": min(c.ts for c in calls), "hi": max(c.ts for c in calls)}
     _errscope_keys = keys.__arrow_c_stream__()  # read by DuckDB's replacement scan
+    # A call's lower layer is stored too, in tool_call_layers (errscope.collector.store.layers).
     rows = con.execute(
+        "WITH k AS MATERIALIZED (SELECT * FROM _errscope_keys) "
         "SELECT t.trace_id, t.span_id, t.received_at FROM tool_calls t "
-        "JOIN _errscope_keys k ON t.trace_id = k.trace_id AND t.span_id = k.span_id "
+        "JOIN k ON t.trace_id = k.trace_id AND t.span_id = k.span_id "
+        "WHERE t.ts BETWEEN $lo AND $hi UNION ALL "
+        "SELECT t.trace_id, t.span_id, t.received_at FROM tool_call_layers t "
+        "JOIN k ON t.trace_id = k.trace_id AND t.span_id = k.span_id "
         "WHERE t.ts BETWEEN $lo AND $hi",
         bounds,
     ).fetchall()

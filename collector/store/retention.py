@@ -24,6 +24,7 @@ __all__ = ["TABLES", "PruneReport", "count_rows", "delete_older_than", "retentio
 # The contract tables, each with the timestamp column retention looks at.
 TABLES: Final = {
     "tool_calls": "ts",
+    "tool_call_layers": "ts",
     "tracebacks": "ts",
     "redactions": "hour",
     "deploys": "ts",

@@ -144,7 +144,8 @@ def test_prune_removes_old_rows_like_the_file_store(lake_store: DuckLakeStore) -
         return report.deleted, store.count("tool_calls")
 
     on_lake, on_file = _both(lake_store, run)
-    assert on_lake == on_file == ({"tool_calls": 3, "tracebacks": 0, "redactions": 0}, 2)
+    deleted = {"tool_calls": 3, "tool_call_layers": 0, "tracebacks": 0, "redactions": 0}
+    assert on_lake == on_file == (deleted, 2)
 
 
 @pytest.mark.parametrize(

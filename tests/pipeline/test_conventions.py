@@ -357,6 +357,38 @@ def _mcp_is_error_with_observation() -> ReadableSpan:
     )
 
 
+def _logfire_mcp(text: str) -> Callable[[], ReadableSpan]:
+    """Logfire's instrument_mcp span (mcp 1.x): RPC conventions, the result as `response`."""
+    result = {"content": [{"type": "text", "text": text}], "isError": False}
+
+    def span() -> ReadableSpan:
+        return make_span(
+            "MCP request: tools/call get_job",
+            {
+                "rpc.system": "jsonrpc",
+                "rpc.method": "tools/call",
+                "request": json.dumps({"method": "tools/call", "params": {"name": "get_job"}}),
+                "response": json.dumps(result),
+            },
+        )
+
+    return span
+
+
+def _openllmetry_mcp_result() -> ReadableSpan:
+    """OpenLLMetry's MCP tool span (mcp 1.x): the tool's text inside `{"result": ...}`."""
+    text = json.dumps({"error": "not_found", "message": "no job 7"})
+    return make_span(
+        "get_job.tool",
+        {
+            "traceloop.span.kind": "tool",
+            "traceloop.entity.name": "get_job",
+            "traceloop.entity.output": json.dumps({"result": text}),
+        },
+        status=(OK, None),
+    )
+
+
 def _http_rate_limited() -> ReadableSpan:
     return make_span(
         "execute_tool search",
@@ -612,6 +644,40 @@ CASES = [
         None,
         None,
         id="mcp-is-error-with-observation",
+    ),
+    # A structured error the tool returned as its text: the server called it a success.
+    pytest.param(
+        _logfire_mcp(json.dumps({"error": "not_found", "message": "no job 7"})),
+        "not_found",
+        "get_job",
+        "mcp",
+        "observation",
+        None,
+        None,
+        None,
+        id="logfire-mcp-ok-result-holding-an-error",
+    ),
+    pytest.param(
+        _openllmetry_mcp_result,
+        "not_found",
+        "get_job",
+        "traceloop",
+        "observation",
+        None,
+        None,
+        None,
+        id="openllmetry-mcp-result-holding-an-error",
+    ),
+    pytest.param(
+        _logfire_mcp(json.dumps({"job": "7", "state": "done"})),
+        "ok",
+        "get_job",
+        "mcp",
+        "status",
+        None,
+        None,
+        None,
+        id="logfire-mcp-ok-result",
     ),
     pytest.param(
         _http_rate_limited,

@@ -499,3 +499,23 @@ def test_an_unrun_call_is_a_row_with_the_rejections_code() -> None:
         "call_v_3",
         "vercel_ai",
     )
+
+
+@pytest.mark.parametrize(
+    ("parent", "stored"),
+    [
+        pytest.param("b7ad6b7169203331", "b7ad6b7169203331", id="child-span"),
+        pytest.param(None, None, id="root-span"),
+        # Some SDKs write an all-zero id for "no parent".
+        pytest.param("0000000000000000", None, id="zero-parent-is-a-root"),
+    ],
+)
+def test_record_keeps_the_parent_span_id(parent: str | None, stored: str | None) -> None:
+    """The record carries the span's parent, by which the store folds a call's layers."""
+    view = _tool("00f067aa0ba902b7", 10)
+    view = SpanView(
+        view.name, TRACE, view.span_id, 10, 15, parent_span_id=parent, attributes=view.attributes
+    )
+    (processed,) = Pipeline().process_request([view])
+    assert processed.record is not None
+    assert processed.record.parent_span_id == stored

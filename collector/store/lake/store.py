@@ -15,7 +15,11 @@ Promises, as for the file store:
 - readers see one snapshot per query (DuckLake snapshot isolation);
 - (trace_id, span_id) is unique in `tool_calls` and `tracebacks` and the count returned
   is what was newly stored, exactly, even when several writers store the same replayed
-  spans at the same moment.
+  spans at the same moment;
+- a call's lower layer is folded as on a file (`errscope.collector.store.layers`), in
+  commits of its own: a reader may see both rows between them.  Two sidecars that store
+  a call's two layers at the same moment each miss the other's row (snapshot isolation),
+  and both rows stay until one of them is replayed.
 
 How replays stay exact without a primary key.  DuckLake has no primary keys or indexes,
 and under snapshot isolation two writers that each anti-join a batch against what they
@@ -99,6 +103,7 @@ from errscope.collector.store.lake.extensions import new_instance
 from errscope.collector.store.lake.maintain import MaintenanceReport, maintain
 from errscope.collector.store.lake.retry import Retrying, RetryPolicy
 from errscope.collector.store.lake.url import LakeUrl, mask_secrets, parse_lake_url, sql_literal
+from errscope.collector.store.layers import fold_stored, plan_fold
 from errscope.collector.store.migrations import SCHEMA_VERSION, check_schema_readable, migrations
 from errscope.collector.store.protocol import StoreFault
 from errscope.collector.store.replay import stored_received_at
@@ -176,12 +181,16 @@ class _Unique:
 _SPAN_KEY: Final = "{a}.trace_id = {b}.trace_id AND {a}.span_id = {b}.span_id"
 _TOOL_CALLS: Final = _Unique("tool_calls", _SPAN_KEY, "ts")
 _TRACEBACKS: Final = _Unique("tracebacks", _SPAN_KEY, "ts")
+_LAYERS: Final = _Unique("tool_call_layers", _SPAN_KEY, "ts")
 _DEPLOYS: Final = _Unique(
     "deploys",
     "{a}.service = {b}.service AND {a}.version = {b}.version "
     "AND {a}.environment IS NOT DISTINCT FROM {b}.environment AND {a}.source = {b}.source",
     None,
 )
+
+
+_ONE_PER_SPAN: Final = "SELECT DISTINCT ON (trace_id, span_id) * FROM _errscope_batch"
 
 
 def _window(unique: _Unique, alias: str) -> str:
@@ -520,19 +529,27 @@ class DuckLakeStore:
             validate_tool_calls(table)
         else:
             table = tool_calls_to_arrow(calls)
-        return self._append_unique(
-            _TOOL_CALLS,
-            table,
-            "SELECT DISTINCT ON (trace_id, span_id) * FROM _errscope_batch",
-        )
+        self._require_writable()
+        try:
+            plan = plan_fold(self.cursor(), table)
+        except duckdb.Error as exc:
+            raise self._read_error(exc) from None
+        if plan is None:
+            return self._append_unique(_TOOL_CALLS, table, _ONE_PER_SPAN)
+        # Each step commits on its own, as every lake append does; a failure part-way is not
+        # acknowledged, and the retry, which finds what was stored, folds the rest.
+        self._append_unique(_LAYERS, plan.layers, _ONE_PER_SPAN)
+        inserted = self._append_unique(_TOOL_CALLS, plan.calls, _ONE_PER_SPAN)
+        removed = 0
+        if plan.moved.num_rows or plan.updates:
+            # A delete and an update: alone under the lake-wide lock, as every delete (#1341).
+            with self._write_lock, self._mutation_lock():
+                removed = self._transaction("fold layers", lambda con: fold_stored(con, plan))
+        return inserted - removed
 
     def append_tracebacks(self, samples: Iterable[TracebackSample]) -> int:
         """Store redacted traceback samples; a replayed (trace_id, span_id) is skipped."""
-        return self._append_unique(
-            _TRACEBACKS,
-            tracebacks_to_arrow(samples),
-            "SELECT DISTINCT ON (trace_id, span_id) * FROM _errscope_batch",
-        )
+        return self._append_unique(_TRACEBACKS, tracebacks_to_arrow(samples), _ONE_PER_SPAN)
 
     def add_deploys(self, deploys: Iterable[Deploy]) -> int:
         """Record deploys; the same (service, version, environment, source) is kept once."""
@@ -623,7 +640,9 @@ class DuckLakeStore:
                 self._con,
                 self.alias,
                 self._retrying,
-                keys=[(unique.table, unique.match) for unique in (_TOOL_CALLS, _TRACEBACKS)],
+                keys=[
+                    (unique.table, unique.match) for unique in (_TOOL_CALLS, _LAYERS, _TRACEBACKS)
+                ],
                 keep_snapshots=keep_snapshots,
                 since=moment - dedupe_window,
                 until=moment - settle_margin,

@@ -66,6 +66,13 @@ CREWAI = [
     "httpx==0.28.1",
     *OTEL_PINS,
 ]
+LOGFIRE_MCP = ["logfire==5.4.0", "mcp==1.30.0", "httpx==0.28.1", *OTEL_PINS]
+OPENLLMETRY_MCP1 = [
+    "mcp==1.30.0",
+    "opentelemetry-instrumentation-mcp==0.62.4",
+    "httpx==0.28.1",
+    *OTEL_PINS,
+]
 MCP = ["mcp==2.3.0", "opentelemetry-instrumentation-mcp==0.62.4", "httpx==0.28.1", *OTEL_PINS]
 
 
@@ -99,6 +106,12 @@ CASES: dict[str, Callable[[str], int]] = {
     "python-fastmcp-client": _case("fastmcp", FASTMCP, "fastmcp_scenario.py", "client"),
     "python-mcp-server": _case("mcp", MCP, "mcp_scenario.py", "server"),
     "python-mcp-client": _case("mcp", MCP, "mcp_scenario.py", "client"),
+    "python-mcp1-openllmetry-client": _case(
+        "openllmetry-mcp1", OPENLLMETRY_MCP1, "mcp1_scenario.py", "openllmetry-client"
+    ),
+    "python-mcp1-logfire-client": _case(
+        "logfire-mcp1", LOGFIRE_MCP, "mcp1_scenario.py", "logfire-client"
+    ),
     "python-autogen-agentchat": _case("autogen", AUTOGEN, "autogen_scenario.py"),
     "python-dspy-openinference": _case("dspy", DSPY, "dspy_scenario.py"),
     "python-crewai-openinference": _case("crewai", CREWAI, "crewai_scenario.py"),
