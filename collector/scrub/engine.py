@@ -47,6 +47,7 @@ from typing import Any, Final
 import hyperscan
 import re2
 
+from errscope.collector.scrub import _engine
 from errscope.collector.errors import RulesError, RulesErrorKind
 from errscope.collector.scrub.findings import (
     MARKER,
@@ -73,7 +74,7 @@ from errscope.collector.scrub.views import (
     glued_base64,
 )
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "Scrubbed", "Scrubber"]
+__all__ = ["DEFAULT_MAX_VALUE_BYTES", "Scrubbed", "Scrubber", "compile_engine"]
 
 DEFAULT_MAX_VALUE_BYTES: Final = 16 << 20
 TRUNCATED_MARKER: Final = "…[TRUNCATED]"
@@ -120,6 +121,38 @@ class _Compiled:
     allow: tuple[tuple[AllowList, tuple[Any, ...]], ...]
     validate: Callable[[bytes], bool] | None
     groups: int  # capturing groups (asking the RE2 object costs a call into C each time)
+
+
+def compile_engine(rules: RuleSet, hmac_key: bytes | None = None) -> _engine.Engine:
+    """The rules compiled into the Rust engine (engine/, `errscope.collector.scrub._engine`).
+
+    A rule the engine cannot compile raises `RulesError` naming the rule and field.
+    """
+    specs = [
+        (
+            rule.id,
+            rule.regex,
+            list(rule.keywords),
+            rule.entropy,
+            rule.secret_group,
+            rule.validate,
+            [
+                (list(a.regexes), list(a.stopwords), str(a.target), str(a.condition))
+                for a in rule.allowlists
+            ],
+        )
+        for rule in rules.rules
+    ]
+    try:
+        return _engine.Engine(specs, hmac_key)
+    except ValueError as exc:
+        index, field_name, reason = str(exc).split("\t", 2)
+        raise RulesError(
+            RulesErrorKind.BAD_REGEX,
+            f"the scrub engine cannot compile this rule ({reason})",
+            entry=rules.rules[int(index)].id,
+            field=field_name,
+        ) from None
 
 
 def _compile_rule(rule: Rule, keywords: Mapping[str, int]) -> _Compiled:
