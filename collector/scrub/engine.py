@@ -47,8 +47,8 @@ from typing import Any, Final
 import hyperscan
 import re2
 
-from errscope.collector.scrub import _engine
 from errscope.collector.errors import RulesError, RulesErrorKind
+from errscope.collector.scrub import _engine
 from errscope.collector.scrub.findings import (
     MARKER,
     clear_of_escapes,
