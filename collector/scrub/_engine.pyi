@@ -2,6 +2,8 @@
 
 class EngineError(Exception): ...
 
+def shannon_entropy(data: bytes) -> float: ...
+
 class Engine:
     def __init__(
         self,

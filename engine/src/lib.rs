@@ -108,9 +108,16 @@ impl Engine {
     }
 }
 
+/// Shannon entropy of `data` in bits per byte (gitleaks' `entropy`, the rules' floor).
+#[pyfunction]
+fn shannon_entropy(data: &[u8]) -> f64 {
+    validators::shannon_entropy(data)
+}
+
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
+    m.add_function(wrap_pyfunction!(shannon_entropy, m)?)?;
     m.add("EngineError", m.py().get_type::<EngineError>())?;
     Ok(())
 }
