@@ -504,3 +504,19 @@ def test_an_iban_needs_its_countrys_length(pii_scrubber: Scrubber, text: str, ma
     """Only a string of an IBAN country's own length counts as an IBAN: the mod-97 check alone
     passes one string in 97, and masked ULIDs in a benign-id property run."""
     assert (pii_scrubber.scrub(text).text != text) is masked
+
+
+IDEMPOTENT = [
+    pytest.param('[%"D::>D::>', id="addresses-sharing-a-delimiter"),
+    pytest.param("hosts 8.8.8.8 1.1.1.1 9.9.9.9", id="addresses-space-separated"),
+]
+
+
+@pytest.mark.parametrize("value", IDEMPOTENT)
+def test_scrubbing_twice_changes_nothing(pii_scrubber: Scrubber, value: str) -> None:
+    """Two findings sharing one delimiter (one match's trailing context, the next's leading
+    one) are both masked in the first pass, so a second scrub masks nothing more."""
+    once = pii_scrubber.scrub(value).text
+    assert pii_scrubber.scrub(once).text == once
+    assert "D::>" not in once
+    assert "8.8.8.8" not in once
