@@ -1,8 +1,17 @@
 # errscope: one image for the sidecar, the dashboard and the demo agent (docker-compose.yml).
 # Slim Python base, a wheel built in a throw-away stage, a non-root user, a health check.
 FROM python:3.11-slim AS build
+# The scrub engine (engine/) is Rust: a minimal toolchain from rustup builds it into the
+# wheel (about 2 minutes on 2 cores), and stays in this throw-away stage.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends curl ca-certificates gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/* \
+    && curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+ENV PATH=/root/.cargo/bin:$PATH
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY errscope ./errscope
+COPY engine ./engine
 COPY collector ./collector
 COPY queries ./queries
 COPY dashboards ./dashboards

@@ -11,7 +11,13 @@ SRC := errscope/__init__.py collector queries dashboards tests bench examples
 
 .PHONY: setup run test lint fmt bench services clean
 
-$(STAMP): pyproject.toml
+# The scrub engine is Rust (engine/): the install builds it, so the stamp depends on its
+# sources, and a missing or old cargo stops here with what to install.
+ENGINE_SRC := engine/Cargo.toml engine/Cargo.lock $(wildcard engine/src/*.rs)
+CARGO_MIN := 1.74
+
+$(STAMP): pyproject.toml $(ENGINE_SRC)
+	@bash scripts/check-cargo.sh $(CARGO_MIN)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 11), "errscope needs Python >= 3.11"'
 	$(PY) -m pip install --quiet --upgrade pip

@@ -5,7 +5,8 @@
     strip_traceback    a trace reduced to its exception lines (the value that is kept)
     redact_traceback   the redacted copy of a trace for humans, with a grouping fingerprint
 
-All of it runs in time linear in the input (Hyperscan + RE2, no backtracking on span data) and
+All of it runs in time linear in the input (the Rust engine, engine/: no backtracking on span
+data) and
 never raises on a value; only loading rules raises, as `errscope.collector.errors.RulesError`.
 """
 

@@ -84,10 +84,10 @@ _RE2_MAX_MEM: Final = 64 << 20
 
 
 def compile_regex(pattern: str) -> Any:
-    """Compile `pattern` with RE2 for byte-level matching (Latin-1 mode, as Hyperscan sees it).
+    """Compile `pattern` with RE2 for byte-level matching (Latin-1 mode: the engine reads bytes).
 
-    Raises `re2.error` when RE2 cannot compile it. Both engines see the UTF-8 bytes of a value,
-    so `.` and classes match bytes and `(?i)` folds ASCII only; the two always agree.
+    Raises `re2.error` when RE2 cannot compile it. A rule file is validated with RE2 (its
+    syntax); the engine translates each pattern to the same byte meaning.
     """
     options = re2.Options()
     options.encoding = re2.Options.Encoding.LATIN1

@@ -15,10 +15,10 @@ import pytest
 
 from errscope.collector.errors import RulesError
 from errscope.collector.scrub import RuleSet, Scrubber, load_rules
+from errscope.collector.scrub._engine import shannon_entropy
 from errscope.collector.scrub.engine import TRUNCATED_MARKER
 from errscope.collector.scrub.rules import Rule
 from errscope.collector.scrub.samples import BENIGN_IDS, SAMPLES, github_style_token
-from errscope.collector.scrub.validators import shannon_entropy
 
 ALL_RULE_IDS = sorted(SAMPLES)
 
@@ -338,8 +338,8 @@ def test_invalid_utf8_replacement_characters_are_kept(scrubber: Scrubber) -> Non
     assert scrubber.scrub(value).text.endswith("password=[REDACTED:password-assignment] \ufffd")
 
 
-def test_rule_hyperscan_refuses_is_still_applied() -> None:
-    """A regex Hyperscan will not compile (matches empty) runs in RE2 behind its keywords."""
+def test_rule_that_can_match_empty_is_still_applied() -> None:
+    """A regex that can match the empty string runs behind its keywords; empty matches mask nothing."""
     rule = Rule(id="maybe-empty", regex=r"(?:zz_[0-9]{4})?", keywords=("zz_",))
     scrubber = Scrubber(RuleSet((rule,)))
     assert scrubber.scrub_secrets("id zz_1234 here").text == "id [REDACTED:maybe-empty] here"
@@ -504,3 +504,19 @@ def test_an_iban_needs_its_countrys_length(pii_scrubber: Scrubber, text: str, ma
     """Only a string of an IBAN country's own length counts as an IBAN: the mod-97 check alone
     passes one string in 97, and masked ULIDs in a benign-id property run."""
     assert (pii_scrubber.scrub(text).text != text) is masked
+
+
+IDEMPOTENT = [
+    pytest.param('[%"D::>D::>', id="addresses-sharing-a-delimiter"),
+    pytest.param("hosts 8.8.8.8 1.1.1.1 9.9.9.9", id="addresses-space-separated"),
+]
+
+
+@pytest.mark.parametrize("value", IDEMPOTENT)
+def test_scrubbing_twice_changes_nothing(pii_scrubber: Scrubber, value: str) -> None:
+    """Two findings sharing one delimiter (one match's trailing context, the next's leading
+    one) are both masked in the first pass, so a second scrub masks nothing more."""
+    once = pii_scrubber.scrub(value).text
+    assert pii_scrubber.scrub(once).text == once
+    assert "D::>" not in once
+    assert "8.8.8.8" not in once
