@@ -63,7 +63,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from errscope.collector.record import Deploy
+from errscope.collector.record import TOOL_CALLS_SCHEMA, Deploy
 from errscope.collector.store import DuckDBStore
 
 ERRSCOPE = str(Path(sys.executable).with_name("errscope"))
@@ -709,6 +709,10 @@ def generate(  # noqa: PLR0915 - the generator reads best top to bottom
                 tbl.schema.get_field_index("correlation_id"), "correlation_id", corr
             )
             tbl = tbl.take(pa.array(order))
+            # columns the store gained since (correlation ids by migration): null here
+            for fld in TOOL_CALLS_SCHEMA:
+                if fld.name not in tbl.schema.names:
+                    tbl = tbl.append_column(fld.name, pa.nulls(nrows, fld.type))
             for lo in range(0, nrows, 400_000):
                 store.append_tool_calls(tbl.slice(lo, 400_000))
             fleet.rows += nrows
