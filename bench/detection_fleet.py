@@ -473,7 +473,9 @@ def generate(  # noqa: PLR0915 - the generator reads best top to bottom
     """Build the fleet, write its rows and deploy marks into the store file `db`."""
     rng = np.random.default_rng(seed)
     minutes = int(days * 1440)
-    end = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=10)
+    # Anchored to today's midnight (UTC), not to the clock: runs on one day (a before and
+    # an after) draw the same fleet for a seed, season and working hours included.
+    end = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     start = end - timedelta(minutes=minutes)
     services = make_services(rng, scale)
     rollouts, events, spikes = plan(
