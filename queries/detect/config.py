@@ -96,7 +96,7 @@ class DetectConfig:
     long_looks_s: tuple[int, ...] = (7200, 21600, 86400)
     long_look_weights: tuple[float, ...] = (0.2, 0.3, 0.5)
     long_q: float = 0.01
-    long_theta0: float = 1.25
+    long_theta0: float = 1.2
     long_baseline_s: int = 86400
     long_horizon_s: int = 86400
     storm_min_loops: int = 3

@@ -477,8 +477,27 @@ def _hourly_dispersion(calls_h: Array, units_h: Array, cap: float) -> tuple[Arra
             d = np.where(m > 0, x - m, 0.0)
             den = float((m[:, :-1] * m[:, 1:]).sum())
             r = float((d[:, :-1] * d[:, 1:]).sum()) / (a * den) if a > 0 and den > 0 else 0.0
-            alpha[sel, c], rho[sel, c] = a, min(0.95, max(0.0, r))
+            alpha[sel, c], rho[sel, c] = _undo_demeaning(a, min(0.95, max(0.0, r)), x.shape[-1])
     return alpha, rho
+
+
+def _undo_demeaning(alpha: float, rho: float, hours: int) -> tuple[float, float]:
+    """(alpha, rho) corrected for the baseline's own mean having absorbed part of the wander.
+
+    Each cell's expectation uses the tool's rate over the same H hours, and the mean of
+    H correlated hours keeps a share F(rho, H) / H of their variance: the estimates see
+    only the rest, alpha (1 - F/H) and a correlation (rho - F/H) / (1 - F/H).  Solved for
+    the true pair by a fixed point; the share is capped at 3/4 (a baseline of a few
+    hours cannot say more than "four times what it saw").
+    """
+    if alpha <= 0 or hours < 2:
+        return alpha, rho
+    seen = rho
+    share = 0.0
+    for _ in range(30):
+        share = min(0.75, float(_ar_factor(np.array([rho]), hours)[0]) / hours)
+        rho = min(0.95, seen * (1.0 - share) + share)
+    return alpha / (1.0 - share), rho
 
 
 def _ar_factor(rho: Array, hours: int) -> Array:
