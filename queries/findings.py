@@ -91,6 +91,12 @@ class Finding:
     p_adjusted: float | None = None
     excess_share: float | None = None
     phase: str | None = None
+    # How sure (deploy regressions): the look that decided (seconds after the deploy), the
+    # level of its family, the share of that level spent by the looks so far, the next look.
+    look_s: int | None = None
+    level: float | None = None
+    alpha_spent: float | None = None
+    next_look_at: datetime | None = None
     label: tuple[str, ...] = ()
     correlation_ids: tuple[str, ...] = ()
     summary: str = ""
@@ -152,6 +158,10 @@ def finding_dict(
         "p_adjusted": _num(finding.p_adjusted, 4),
         "excess_share": _num(finding.excess_share, 3),
         "phase": finding.phase,
+        "look_s": finding.look_s,
+        "level": finding.level,
+        "alpha_spent": _num(finding.alpha_spent, 4),
+        "next_look_at": None if finding.next_look_at is None else _time(finding.next_look_at),
         "label": list(finding.label),
         "correlation_ids": list(finding.correlation_ids),
         "summary": finding.summary,
@@ -179,6 +189,7 @@ def check_dict(
     reason: str,
     notes: Sequence[Finding] = (),
     evidence: Evidence | None = None,
+    confidence: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     """`errscope check --json` (and `GET /v1/check`): the verdict, the findings that decided
     it, and why; the exit status as fields, for a rollout controller that reads no exit code
@@ -197,4 +208,6 @@ def check_dict(
         "reason": reason,
         "findings": [finding_dict(f, known.get(f)) for f in findings],
         "notes": [finding_dict(f, known.get(f)) for f in notes],
+        # how sure the verdict is and what would make it surer (docs/detection.md)
+        "confidence": None if confidence is None else dict(confidence),
     }

@@ -40,6 +40,7 @@ from errscope.queries.detect import (
     detect_deploy,
     with_codes,
 )
+from errscope.queries.detect.deploys import confidence
 from errscope.queries.evidence import gather_evidence
 from errscope.queries.findings import check_dict
 from errscope.queries.source import ApiSource, QuerySource, SourceError
@@ -73,6 +74,7 @@ def check_answer(
         reason=report.reason,
         notes=report.notes,
         evidence=evidence,
+        confidence=confidence(report),
     )
 
 

@@ -90,7 +90,8 @@ def detect_all(
     deploys = source.run(
         "deploy_markers",
         {
-            "since": now - timedelta(seconds=config.horizon_s),
+            # the long looks keep a deploy judged for a day
+            "since": now - timedelta(seconds=max(config.horizon_s, config.long_horizon_s)),
             "until": now,
             "service": service,
             "environment": environment,

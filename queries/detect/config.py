@@ -46,6 +46,8 @@ class DetectConfig:
     `--codes` widens them).  `looks_s` are the looks of the baseline comparison (every
     minute early on) and `look_weights` the share of the error rate each spends (they
     sum to at most 1).  `max_dispersion` caps the estimated over-dispersion.
+    The long looks (`long_looks_s`, `long_look_weights`, `long_q`, `long_theta0`,
+    `long_baseline_s`) keep judging the deploy to `long_horizon_s`.
     Spikes: `spike_p` per bucket, two consecutive buckets, at least `spike_min_count`
     errors and `spike_min_ratio` times the expected count.
     """
@@ -80,7 +82,23 @@ class DetectConfig:
     # Share of the error rate the overlap phase's SPRT spends when a deploy has one; the
     # baseline looks spend the rest (weighted Bonferroni over the two families).
     overlap_seq_share: float = 0.2
+    # The first-hour family judges the deploy's first `horizon_s` (its verdict then stays).
     horizon_s: int = 7200
+    # Evidence that accumulates: looks at +2 h, +6 h and +24 h, a family of its own with
+    # its own level `long_q` (weighted Bonferroni over its looks, Benjamini-Hochberg over
+    # the deploy's tests), so over every look to +24 h a deploy's false-alarm bound is
+    # q + long_q.  The baseline is the previous version's last `long_baseline_s`: for a
+    # look shorter than a day the same hours of the day before when it served them
+    # (seasonality cancels), else the whole day.  Counts are deflated by an hourly NB2
+    # over-dispersion with its hour-to-hour correlation, and `long_theta0` is the drift
+    # still counted as noise over hours (an error rate wanders more over a day than over
+    # an hour).
+    long_looks_s: tuple[int, ...] = (7200, 21600, 86400)
+    long_look_weights: tuple[float, ...] = (0.2, 0.3, 0.5)
+    long_q: float = 0.01
+    long_theta0: float = 1.2
+    long_baseline_s: int = 86400
+    long_horizon_s: int = 86400
     storm_min_loops: int = 3
     healthy_after_s: int = 900
     cutover_share: float = 0.95

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 
 from errscope.queries.detect.config import DEFAULT_CONFIG, DetectConfig
 from errscope.queries.detect.stats import (
@@ -41,6 +42,8 @@ __all__ = [
     "TestResult",
     "evaluate_deploy",
 ]
+
+_Mask = npt.NDArray[np.bool_]
 
 #: The pseudo-tool of the service-wide test of one code (all tools pooled).
 AGGREGATE_TOOL: Final = "*"
@@ -119,6 +122,16 @@ class TestResult:
     phase: str
     storm: bool
     loops_new: float = 0.0
+    # How sure: the family whose look decided (`first_hour` or `long`), that look (minutes
+    # after the deploy), the family's level, and the share of its level its looks so far
+    # have spent.  What would make it surer: `traces_needed`, the failing traces at the
+    # exposure seen so far that would have flagged it (None when it is flagged or untested).
+    family: str = "first_hour"
+    look_min: int | None = None
+    level: float = DEFAULT_CONFIG.q
+    alpha_spent: float = 0.0
+    traces_expected: float = 0.0
+    traces_needed: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +162,9 @@ class DeployEvaluation:
     tests: tuple[TestResult, ...]
     signatures: tuple[tuple[SignatureTest, float, bool], ...]
     reason: str
+    # The long looks done so far and the next one (minutes after the deploy; None: none left).
+    long_looks_done: tuple[int, ...] = ()
+    next_look_min: int | None = None
 
     @property
     def findings(self) -> tuple[TestResult, ...]:
@@ -357,7 +373,315 @@ def _ratio(x1: Array, n1: Array, x0: Array, n0: Array) -> Array:
     return np.asarray(np.where(n1 > 0, out, 0.0), dtype=np.float64)
 
 
-def evaluate_deploy(
+def _trim_baseline(counts: DeployCounts, minutes: int) -> DeployCounts:
+    """`counts` with only the last `minutes` of baseline before the deploy."""
+    cut = max(0, -counts.start_min - minutes)
+    if cut == 0:
+        return counts
+    return replace(
+        counts,
+        start_min=counts.start_min + cut,
+        calls=counts.calls[..., cut:],
+        units=counts.units[..., cut:],
+        errors=counts.errors[..., cut:],
+        field_units=counts.field_units[..., cut:],
+        loop_units=None if counts.loop_units is None else counts.loop_units[..., cut:],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _FamilyView:
+    """One family's answer per (tool row, code): what a `TestResult` reports from it."""
+
+    family: str
+    level: float
+    spent: float
+    p_raw: Array
+    p_adj: Array
+    found: _Mask
+    sums: _Sums
+    ratio: Array
+    expected: Array
+    baseline_ok: _Mask
+    phi_new: Array
+    phi_old: Array
+    look_min: Array
+    needed: list[list[int | None]]
+    counts: DeployCounts
+    lo: int
+    elapsed: int
+    base_end: int
+    excess: Array
+    total_excess: Array
+
+
+def _traces_needed(
+    s: _Sums, phi_new: Array, phi_old: Array, tested: _Mask, *, theta0: float, threshold: float
+) -> list[list[int | None]]:
+    """Per row, the fewest failing traces on the new version's exposure so far whose
+    conditional test (each side deflated by its phi) would reach `threshold`; None when
+    untested.  It answers "what would it take": the evidence a finding would need now."""
+    out: list[list[int | None]] = []
+    for t in range(tested.shape[0]):
+        row: list[int | None] = []
+        for c in range(tested.shape[1]):
+            if not tested[t, c]:
+                row.append(None)
+                continue
+            f1, f0 = float(phi_new[t, c]), float(phi_old[t, c])
+            e1, e0 = float(s.calls_new[t, c]) / f1, float(s.calls_old[t, c]) / f0
+            x0 = float(s.units_old[t, c]) / f0
+            p_null = theta0 * e1 / (theta0 * e1 + e0)
+            expected = (
+                float(s.calls_new[t, c])
+                * float(s.units_old[t, c])
+                / max(1.0, float(s.calls_old[t, c]))
+            )
+            grid = np.arange(0, int(20 * expected + 200) + 1, dtype=np.float64)
+            p = binom_sf(grid / f1, grid / f1 + x0, p_null)
+            hit = np.flatnonzero(p <= threshold)
+            row.append(int(grid[hit[0]]) if hit.size else None)
+        out.append(row)
+    return out
+
+
+def _hours(values: Array) -> Array:
+    """(..., minutes) -> (..., hours): sums of consecutive 60-minute blocks (last partial)."""
+    m = values.shape[-1]
+    h = max(1, -(-m // 60))
+    pad = h * 60 - m
+    if pad:
+        values = np.concatenate([values, np.zeros((*values.shape[:-1], pad))], axis=-1)
+    return np.asarray(values.reshape(*values.shape[:-1], h, 60).sum(axis=-1), dtype=np.float64)
+
+
+def _hourly_dispersion(calls_h: Array, units_h: Array, cap: float) -> tuple[Array, Array]:
+    """NB2 over-dispersion of hourly cells and its hour-to-hour correlation.
+
+    Per (row, code): the tool rows share one estimate per code (tools pooled), the pool
+    row (last) its own, as for the minute cells.  alpha by moments (`nb_alpha`); rho, the
+    lag-1 correlation of the extra-Poisson part, as sum((x_h - mu_h)(x_h+1 - mu_h+1)) /
+    (alpha * sum(mu_h mu_h+1)), clipped to [0, 0.95]: an error rate that wanders by the
+    hour keeps its wander for hours, so a day's sum varies more than 24 independent hours.
+    """
+    n = calls_h[:, None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = units_h.sum(axis=-1, keepdims=True) / np.maximum(n.sum(axis=-1, keepdims=True), 1.0)
+    mu = np.broadcast_to(n * rate, units_h.shape)
+    rows, codes = units_h.shape[0], units_h.shape[1]
+    alpha, rho = np.zeros((rows, codes)), np.zeros((rows, codes))
+    for c in range(codes):
+        for sel in (slice(0, rows - 1), slice(rows - 1, rows)):
+            x, m = units_h[sel, c], mu[sel, c]
+            a = nb_alpha(x, m, cap=cap)
+            d = np.where(m > 0, x - m, 0.0)
+            den = float((m[:, :-1] * m[:, 1:]).sum())
+            r = float((d[:, :-1] * d[:, 1:]).sum()) / (a * den) if a > 0 and den > 0 else 0.0
+            alpha[sel, c], rho[sel, c] = _undo_demeaning(a, min(0.95, max(0.0, r)), x.shape[-1])
+    return alpha, rho
+
+
+def _undo_demeaning(alpha: float, rho: float, hours: int) -> tuple[float, float]:
+    """(alpha, rho) corrected for the baseline's own mean having absorbed part of the wander.
+
+    Each cell's expectation uses the tool's rate over the same H hours, and the mean of
+    H correlated hours keeps a share F(rho, H) / H of their variance: the estimates see
+    only the rest, alpha (1 - F/H) and a correlation (rho - F/H) / (1 - F/H).  Solved for
+    the true pair by a fixed point; the share is capped at 3/4 (a baseline of a few
+    hours cannot say more than "four times what it saw").
+    """
+    if alpha <= 0 or hours < 2:
+        return alpha, rho
+    seen = rho
+    share = 0.0
+    for _ in range(30):
+        share = min(0.75, float(_ar_factor(np.array([rho]), hours)[0]) / hours)
+        rho = min(0.95, seen * (1.0 - share) + share)
+    return alpha / (1.0 - share), rho
+
+
+def _ar_factor(rho: Array, hours: int) -> Array:
+    """Var(sum of `hours` AR(1) cells) / (hours * Var(one)): 1 + 2 sum (1 - k/H) rho^k."""
+    k = np.arange(1, max(1, hours), dtype=np.float64)
+    if k.size == 0:
+        return np.ones_like(rho)
+    return np.asarray(
+        1.0 + 2.0 * ((1.0 - k / hours) * rho[..., None] ** k).sum(axis=-1), dtype=np.float64
+    )
+
+
+def _window(
+    calls: Array, units: Array, errors: Array, spans: Sequence[slice]
+) -> tuple[Array, Array, Array, Array, int]:
+    """Sums over the minute `spans` of one version: calls (rows), units and errors (rows,
+    codes), the sum of squared hourly calls (rows), and the hours covered."""
+    n = np.zeros(calls.shape[0])
+    x = np.zeros(units.shape[:2])
+    e = np.zeros(units.shape[:2])
+    q = np.zeros(calls.shape[0])
+    hours = 0
+    for span in spans:
+        seg = calls[:, span]
+        if seg.shape[-1] == 0:
+            continue
+        n += seg.sum(axis=-1)
+        x += units[:, :, span].sum(axis=-1)
+        e += errors[:, :, span].sum(axis=-1)
+        q += (_hours(seg) ** 2).sum(axis=-1)
+        hours += -(-seg.shape[-1] // 60)
+    return n, x, e, q, hours
+
+
+def _cells(values: Array, shape: tuple[int, ...]) -> Array:
+    """A per-row (rows,) or per-(row, code) array as a (rows, codes) array."""
+    return np.broadcast_to(values[:, None] if values.ndim == 1 else values, shape)
+
+
+def _long_family(  # noqa: PLR0915 - one look loop, its baselines and the family's guards
+    counts: DeployCounts, elapsed: int, config: DetectConfig, *, exclude: _Mask
+) -> _FamilyView | None:
+    """The long looks (`long_looks_s`), or None before the first one.
+
+    Each look compares the new version's failing traces from the deploy to the look
+    against the previous version's: the same hours of the day before when it served them
+    (enough for a baseline), else its whole last `long_baseline_s`, plus its overlap
+    minutes.  Each side is deflated by its hourly NB2 inflation times the AR factor of
+    its hours; an exact conditional test of rate_new <= `long_theta0` * rate_old spends
+    the look's weight of `long_q`.  Benjamini-Hochberg over the deploy's rows at
+    `long_q`; rows in `exclude` (found by the first hour) are left out of the family.
+    """
+    looks = [
+        (look_s // 60, w)
+        for look_s, w in zip(config.long_looks_s, config.long_look_weights, strict=True)
+        if 0 < look_s // 60 <= elapsed
+    ]
+    if not looks:
+        return None
+    lo = -counts.start_min
+    cut = _cutover_minute(counts, elapsed, config.cutover_share)
+    calls, units, errors = (
+        _with_pool(counts.calls),
+        _with_pool(counts.evidence),
+        _with_pool(counts.errors),
+    )
+    day = 1440
+    b0 = max(0, lo - math.ceil(config.long_baseline_s / 60))
+    base_h = calls[0, :, b0:lo]
+    alpha, rho = _hourly_dispersion(
+        _hours(base_h[:, ::-1])[:, ::-1] if base_h.shape[-1] else np.zeros((calls.shape[1], 1)),
+        _hours(units[0, :, :, b0:lo][..., ::-1])[..., ::-1]
+        if base_h.shape[-1]
+        else np.zeros((*units.shape[1:3], 1)),
+        config.max_dispersion,
+    )
+    shape = units.shape[1:3]
+    best_p = np.ones(shape)
+    best_look = np.full(shape, -1)
+    keep: dict[str, Array] = {}
+    for m, w in looks:
+        n1, x1, e1, q1, h1 = _window(calls[1], units[1], errors[1], [slice(lo, lo + m)])
+        overlap = slice(lo, lo + min(cut, m))
+        whole = _window(calls[0], units[0], errors[0], [slice(b0, lo), overlap])
+        n0, x0, e0, q0 = (_cells(v, shape) for v in whole[:4])
+        ar0 = _ar_factor(rho, max(1, whole[4]))
+        if m < day and lo - day >= 0:
+            like = _window(
+                calls[0], units[0], errors[0], [slice(lo - day, min(lo, lo - day + m)), overlap]
+            )
+            ln, lx, le, lq = (_cells(v, shape) for v in like[:4])
+            ok = (ln > 0) & ((lx >= config.min_baseline_errors) | (ln >= config.min_baseline_calls))
+            n0, x0, e0, q0 = (
+                np.where(ok, a, b) for a, b in ((ln, n0), (lx, x0), (le, e0), (lq, q0))
+            )
+            ar0 = np.where(ok, _ar_factor(rho, max(1, like[4])), ar0)
+        n1b, q1b = _cells(n1, shape), _cells(q1, shape)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate0 = np.where(n0 > 0, x0 / np.where(n0 > 0, n0, 1.0), 0.0)
+        phi1 = inflation(alpha * _ar_factor(rho, h1), rate0, n1b, q1b)
+        phi0 = inflation(alpha * ar0, rate0, n0, q0)
+        p = _look_p_values(x1, n1b, x0, n0, phi1=phi1, phi0=phi0, theta0=config.long_theta0)
+        spent = np.minimum(1.0, p / w)
+        better = spent < best_p
+        best_p = np.where(better, spent, best_p)
+        best_look = np.where(better, m, best_look)
+        current = {
+            "n1": n1b,
+            "x1": x1,
+            "e1": e1,
+            "n0": n0,
+            "x0": x0,
+            "e0": e0,
+            "phi1": phi1,
+            "phi0": phi0,
+        }
+        if not keep:
+            keep = {k: v.copy() for k, v in current.items()}
+        else:
+            # the numbers reported are the deciding look's (else the latest look's)
+            pick = better | (best_look == m)
+            keep = {k: np.where(pick, v, keep[k]) for k, v in current.items()}
+    sums = _Sums(
+        units_new=keep["x1"],
+        calls_new=np.asarray(keep["n1"], dtype=np.float64).copy(),
+        errors_new=keep["e1"],
+        units_old=keep["x0"],
+        calls_old=np.asarray(keep["n0"], dtype=np.float64).copy(),
+        errors_old=keep["e0"],
+    )
+    ratio = _ratio(sums.units_new, sums.calls_new, sums.units_old, sums.calls_old)
+    baseline_ok = (sums.calls_old > 0) & (
+        (sums.units_old >= config.min_baseline_errors)
+        | (sums.calls_old >= config.min_baseline_calls)
+    )
+    tested = baseline_ok & (sums.calls_new > 0) & ~exclude
+    p_adj = np.ones(shape)
+    p_adj[tested] = benjamini_hochberg(best_p[tested])
+    found = (
+        tested
+        & (p_adj <= config.long_q)
+        & (sums.units_new >= config.min_errors)
+        & (ratio >= config.min_ratio)
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = np.where(
+            sums.calls_old > 0,
+            sums.calls_new * sums.units_old / np.where(sums.calls_old > 0, sums.calls_old, 1),
+            0,
+        )
+    excess = np.maximum(0.0, sums.units_new - expected)
+    last_w = looks[-1][1]
+    return _FamilyView(
+        family="long",
+        level=config.long_q,
+        spent=float(sum(w for _, w in looks)),
+        p_raw=best_p,
+        p_adj=p_adj,
+        found=found,
+        sums=sums,
+        ratio=ratio,
+        expected=expected,
+        baseline_ok=baseline_ok,
+        phi_new=keep["phi1"],
+        phi_old=keep["phi0"],
+        look_min=best_look,
+        needed=_traces_needed(
+            sums,
+            keep["phi1"],
+            keep["phi0"],
+            tested,
+            theta0=config.long_theta0,
+            threshold=config.long_q * last_w / max(1, int(tested.sum())),
+        ),
+        counts=counts,
+        lo=lo,
+        elapsed=elapsed,
+        base_end=lo + cut,
+        excess=excess,
+        total_excess=excess[:-1].sum(axis=0),
+    )
+
+
+def evaluate_deploy(  # noqa: PLR0915 - the two families and their merge read best in one place
     counts: DeployCounts,
     elapsed_min: int,
     config: DetectConfig = DEFAULT_CONFIG,
@@ -386,8 +710,11 @@ def evaluate_deploy(
     q <= `q`, at least `min_errors` failing traces, ratio >= `min_ratio` and a sufficient
     baseline.
     """
-    counts = _gated(counts, config.codes)
-    elapsed = max(0, min(elapsed_min, counts.minutes + counts.start_min))
+    full = _gated(counts, config.codes)
+    total_elapsed = max(0, min(elapsed_min, full.minutes + full.start_min))
+    # The first-hour family: the previous version's last `baseline_s`, the first `horizon_s`.
+    counts = _trim_baseline(full, math.ceil(config.baseline_s / 60))
+    elapsed = min(total_elapsed, math.ceil(config.horizon_s / 60))
     lo = -counts.start_min
     cut = _cutover_minute(counts, elapsed, config.cutover_share)
     base_end = lo + cut
@@ -459,61 +786,125 @@ def evaluate_deploy(
     excess = np.maximum(0.0, s.units_new - expected)
     total_excess = excess[:-1].sum(axis=0)
     phase = _phase(has_overlap, cut, elapsed)
+    spent_early = float(
+        sum(
+            w
+            for look_s, w in zip(config.looks_s, config.look_weights, strict=True)
+            if 0 < look_s // 60 <= elapsed
+        )
+    )
+    first = _FamilyView(
+        family="first_hour",
+        level=config.q,
+        spent=spent_early,
+        p_raw=p_raw,
+        p_adj=p_adj,
+        found=is_finding,
+        sums=s,
+        ratio=ratio,
+        expected=expected,
+        baseline_ok=baseline_ok,
+        phi_new=phi_new,
+        phi_old=phi_old,
+        look_min=np.full(p_raw.shape, -1),
+        needed=_traces_needed(
+            s,
+            phi_new,
+            phi_old,
+            tested,
+            theta0=config.theta0,
+            threshold=config.q * max(config.look_weights) / max(1, int(tested.sum())),
+        ),
+        counts=counts,
+        lo=lo,
+        elapsed=elapsed,
+        base_end=base_end,
+        excess=excess,
+        total_excess=total_excess,
+    )
+    long = _long_family(full, total_elapsed, config, exclude=is_finding)
     results: list[TestResult] = []
     for t, c in np.ndindex(p_raw.shape):
-        found = bool(is_finding[t, c])
+        view = first
+        if long is not None and not is_finding[t, c]:
+            view = long  # the family still accumulating evidence speaks for the row
+        found = bool(view.found[t, c])
         ci = None
+        vs = view.sums
         if found:
-            f1, f0 = float(phi_new[t, c]), float(phi_old[t, c])
+            f1, f0 = float(view.phi_new[t, c]), float(view.phi_old[t, c])
             ci = rate_ratio_ci(
-                float(s.units_new[t, c]) / f1,
-                float(s.calls_new[t, c]) / f1,
-                float(s.units_old[t, c]) / f0,
-                float(s.calls_old[t, c]) / f0,
+                float(vs.units_new[t, c]) / f1,
+                float(vs.calls_new[t, c]) / f1,
+                float(vs.units_old[t, c]) / f0,
+                float(vs.calls_old[t, c]) / f0,
                 level=config.ci_level,
             )
+        r = float(view.ratio[t, c])
         results.append(
             TestResult(
                 tool=tools[t],
                 code=counts.codes[c],
-                field=_top_field(counts, t, c, lo=lo, elapsed=elapsed, base_end=base_end)
+                field=_top_field(
+                    view.counts,
+                    t,
+                    c,
+                    lo=view.lo,
+                    elapsed=view.elapsed,
+                    base_end=view.base_end,
+                )
                 if found
                 else None,
-                p_value=float(p_raw[t, c]),
-                p_adjusted=float(p_adj[t, c]),
-                ratio=float(ratio[t, c]) if math.isfinite(ratio[t, c]) else None,
+                p_value=float(view.p_raw[t, c]),
+                p_adjusted=float(view.p_adj[t, c]),
+                ratio=r if math.isfinite(r) else None,
                 ratio_ci=ci,
-                units_new=float(s.units_new[t, c]),
-                errors_new=float(s.errors_new[t, c]),
-                calls_new=float(s.calls_new[t, c]),
-                units_old=float(s.units_old[t, c]),
-                errors_old=float(s.errors_old[t, c]),
-                calls_old=float(s.calls_old[t, c]),
+                units_new=float(vs.units_new[t, c]),
+                errors_new=float(vs.errors_new[t, c]),
+                calls_new=float(vs.calls_new[t, c]),
+                units_old=float(vs.units_old[t, c]),
+                errors_old=float(vs.errors_old[t, c]),
+                calls_old=float(vs.calls_old[t, c]),
                 baseline_ok=bool(baseline_ok[t, c]),
                 sufficient=bool(sufficient[t, c]),
                 finding=found,
                 excess_share=(
-                    float(excess[t, c] / total_excess[c]) if total_excess[c] > 0 else None
+                    float(view.excess[t, c] / view.total_excess[c])
+                    if view.total_excess[c] > 0
+                    else None
                 ),
                 phase=phase,
                 storm=bool(storm[t, c]),
                 loops_new=float(loops[1][t, c]),
+                family=view.family,
+                look_min=int(view.look_min[t, c]) if view.look_min[t, c] >= 0 else None,
+                level=view.level,
+                alpha_spent=view.spent,
+                traces_expected=float(view.expected[t, c]),
+                traces_needed=None if found else view.needed[t][c],
             )
         )
     sig_results = tuple(
         (sig, float(a), bool(a <= config.q and sig.p_value <= config.signature_p))
         for sig, a in zip(sig_list, adjusted[int(tested.sum()) :], strict=True)
     )
-    observed = elapsed * 60.0 if observed_s is None else min(observed_s, elapsed * 60.0)
+    observed = total_elapsed * 60.0 if observed_s is None else min(observed_s, total_elapsed * 60.0)
+    done = tuple(m for m in (x // 60 for x in config.long_looks_s) if m <= total_elapsed)
+    ahead = [m for m in (x // 60 for x in config.long_looks_s) if m > total_elapsed]
+    next_look = min(ahead) if ahead else None
     verdict, reason = _verdict(results, sig_results, observed, counts.codes, config)
+    if verdict is Verdict.HEALTHY and next_look is not None:
+        reason += f"; the long looks go on (next at +{_minutes(next_look * 60)})"
     return DeployEvaluation(
         verdict=verdict,
-        elapsed_min=elapsed,
+        elapsed_min=total_elapsed,
         cutover_min=cut,
         dispersion=phis,
         tests=tuple(results),
         signatures=sig_results,
         reason=reason,
+        long_looks_done=done,
+        next_look_min=next_look,
     )
 
 

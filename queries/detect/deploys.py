@@ -42,6 +42,7 @@ from errscope.queries.findings import Finding, FindingKind, Verdict
 __all__ = [
     "DeployReport",
     "DeployWindow",
+    "confidence",
     "counts_from_table",
     "deploy_info",
     "deploy_minute_counts",
@@ -68,8 +69,9 @@ class DeployReport:
 class DeployWindow:
     """The minutes one deploy is judged on: the previous version's baseline, then the deploy.
 
-    `since` is `baseline_s` before the deploy; `until` the evaluation time, or the end of
-    the detection horizon (`horizon_s` after the deploy) when that came first.
+    `since` is `baseline_s` before the deploy, or `long_baseline_s` once the first long
+    look is due; `until` the evaluation time, or the end of the long looks
+    (`long_horizon_s` after the deploy) when that came first.
     """
 
     since: datetime
@@ -80,9 +82,15 @@ def deploy_window(
     deploy: DeployInfo, now: datetime, config: DetectConfig = DEFAULT_CONFIG
 ) -> DeployWindow:
     """The window detection judges `deploy` on as of `now` (and the dashboard charts)."""
+    # The day-long baseline is read only once a long look is due: a gate's first hour
+    # reads two hours of rows, not a day's.
+    long_due = bool(config.long_looks_s) and now - deploy.ts >= timedelta(
+        seconds=min(config.long_looks_s)
+    )
+    baseline_s = max(config.baseline_s, config.long_baseline_s) if long_due else config.baseline_s
     return DeployWindow(
-        since=deploy.ts - timedelta(seconds=config.baseline_s),
-        until=min(now, deploy.ts + timedelta(seconds=config.horizon_s)),
+        since=deploy.ts - timedelta(seconds=baseline_s),
+        until=min(now, deploy.ts + timedelta(seconds=max(config.horizon_s, config.long_horizon_s))),
     )
 
 
@@ -280,7 +288,11 @@ def detect_deploy(
     until = window.until
     table = deploy_minute_counts(source, deploy, window, known_by=known)
     counts = counts_from_table(
-        table, deploy, config.codes, baseline_s=config.baseline_s, until=until
+        table,
+        deploy,
+        config.codes,
+        baseline_s=int((deploy.ts - window.since).total_seconds()),
+        until=until,
     )
     # `known_by`: only rows received by the evaluation time count, so an as-of replay sees
     # what a live gate saw then (not rows back-filled or sent late by a skewed clock).
@@ -401,6 +413,10 @@ def _deploy_findings(
                     p_adjusted=t.p_adjusted,
                     excess_share=t.excess_share,
                     phase=t.phase,
+                    look_s=None if t.look_min is None else t.look_min * 60,
+                    level=t.level,
+                    alpha_spent=t.alpha_spent,
+                    next_look_at=_next_look(deploy, evaluation),
                     correlation_ids=_ids_for(ids, t.tool, t.code, t.field, config.first_ids),
                     summary=(
                         f"{t.code} on {tool or 'all tools'}"
@@ -408,6 +424,11 @@ def _deploy_findings(
                         + f": {_pct(t.errors_old, t.calls_old)} -> "
                         f"{_pct(t.errors_new, t.calls_new)} of its calls, x{_fmt(t.ratio)} "
                         f"({int(t.units_new)} traces), q={t.p_adjusted:.2g}"
+                        + (
+                            f" at the +{t.look_min // 60} h look"
+                            if t.family == "long" and t.look_min
+                            else ""
+                        )
                     ),
                     service=deploy.service,
                     version=deploy.version,
@@ -474,6 +495,63 @@ def _deploy_findings(
             )
         )
     return tuple(findings), tuple(notes)
+
+
+def _next_look(deploy: DeployInfo, evaluation: DeployEvaluation) -> datetime | None:
+    if evaluation.next_look_min is None:
+        return None
+    return deploy.ts + timedelta(minutes=evaluation.next_look_min)
+
+
+def confidence(report: DeployReport, *, closest: int = 3) -> dict[str, object] | None:
+    """How sure the verdict is and what would make it surer (the check JSON's `confidence`).
+
+    Per family, its level and the share of it spent by the looks so far; the long looks
+    done and the time of the next; per gated code, the service-wide pool and the
+    `closest` tools nearest an alarm (smallest adjusted p), each with its adjusted p,
+    ratio, failing traces seen and expected at the previous version's rate, and the
+    traces that would have flagged it on the exposure seen so far.
+    """
+    ev = report.evaluation
+    if ev is None or report.deploy is None:
+        return None
+    deploy = report.deploy
+    families: dict[str, dict[str, object]] = {}
+    for t in ev.tests:
+        families.setdefault(t.family, {"level": t.level, "alpha_spent": round(t.alpha_spent, 4)})
+    rows: list[dict[str, object]] = []
+    by_code: dict[str, list[Any]] = {}
+    for t in ev.tests:
+        by_code.setdefault(t.code, []).append(t)
+    for tests in by_code.values():
+        pool = [t for t in tests if t.tool == AGGREGATE_TOOL]
+        tools = sorted(
+            (t for t in tests if t.tool != AGGREGATE_TOOL and t.baseline_ok),
+            key=lambda t: t.p_adjusted,
+        )[:closest]
+        rows.extend(
+            {
+                "tool": None if t.tool == AGGREGATE_TOOL else t.tool,
+                "code": t.code,
+                "family": t.family,
+                "finding": t.finding,
+                "p_adjusted": round(t.p_adjusted, 6),
+                "level": t.level,
+                "ratio": None if t.ratio is None else round(t.ratio, 4),
+                "traces_after": int(t.units_new),
+                "traces_expected": round(t.traces_expected, 2),
+                "traces_needed": t.traces_needed,
+                "look_s": None if t.look_min is None else t.look_min * 60,
+            }
+            for t in (*pool, *tools)
+        )
+    nxt = _next_look(deploy, ev)
+    return {
+        "families": families,
+        "long_looks_done_s": [m * 60 for m in ev.long_looks_done],
+        "next_look_at": None if nxt is None else nxt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "tests": rows,
+    }
 
 
 def _pct(x: float, n: float) -> str:
