@@ -254,6 +254,12 @@ def check(
 @click.option("--codes", default=_DEFAULT_CODES, show_default=True, help="Codes tested on deploys.")
 @_catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (docs/detection.md).")
+@click.option(
+    "--long-looks",
+    is_flag=True,
+    help="Also judge the last day's deploys at +2 h, +6 h and +24 h (slower: reads up to"
+    " two days of rows per deploy).",
+)
 @trace_url_option
 @_source_options
 @handle_errors
@@ -270,6 +276,7 @@ def findings(
     token: str | None,
     as_of: str | None,
     known_by: str | None,
+    long_looks: bool,
 ) -> None:
     """List current findings: deploy regressions, new signatures, spikes, loop misuse."""
     raise_on_sigterm()  # a Ctrl-C inside a DuckDB query is an interruption, not a bug
@@ -284,6 +291,7 @@ def findings(
             service=service,
             environment=environment,
             config=config,
+            long_looks=long_looks,
         )
         evidence = gather_evidence(source, found, trace_url) if as_json else None
     if as_json:

@@ -130,6 +130,30 @@ def test_a_quiet_tools_doubling_is_caught_by_a_day_and_not_in_the_first_hour(
     assert "search_docs" not in {x.tool for x in day.findings}
 
 
+def test_findings_judge_the_long_looks_only_when_asked(store: DuckDBStore) -> None:
+    """`detect_all` (findings, the watch) keeps its first-hour horizon unless asked for
+    the long looks: a day after the deploy the quiet tool's regression is listed with
+    `long_looks=True` only, and a long look decided it."""
+    _load(
+        store,
+        tools=TOOLS,
+        ratio_new={"get_job": 2.0},
+        traffic_season=0.5,
+        rate_season=0.0,
+        seed=11,
+    )
+    source, as_of = StoreSource(store), DEPLOY_TS + timedelta(minutes=1440)
+
+    def regressions(**kw: bool) -> list[tuple[str | None, int | None]]:
+        found = detect.detect_all(source, as_of=as_of, **kw)
+        return [(f.tool, f.look_s) for f in found if f.kind.value == "deploy_regression"]
+
+    assert regressions() == []
+    asked = regressions(long_looks=True)
+    assert [tool for tool, _ in asked] == ["get_job"]
+    assert all(look is not None and look >= 2 * 3600 for _, look in asked)
+
+
 def test_a_healthy_deploy_with_daily_seasonality_stays_quiet_at_every_look(
     store: DuckDBStore,
 ) -> None:
