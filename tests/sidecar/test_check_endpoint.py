@@ -403,8 +403,9 @@ def test_with_a_token_the_worker_reads_back_and_exits_with_the_sidecar(tmp_path:
 
 
 def test_a_check_in_flight_does_not_hold_the_drain(tmp_path: Path) -> None:
-    """SIGTERM while a check is being judged answers it 503 at once (its worker is killed)
-    and the sidecar exits cleanly, instead of waiting out the check's deadline."""
+    """SIGTERM while a check is being judged answers it 503 at once (its worker is killed,
+    even a stopped one) and the sidecar exits cleanly, instead of waiting out the check's
+    deadline."""
     with sidecar(tmp_path / "drain.duckdb") as served:
         answers: list[int] = []
         asking = threading.Thread(
@@ -414,9 +415,13 @@ def test_a_check_in_flight_does_not_hold_the_drain(tmp_path: Path) -> None:
         )
         asking.start()
         deadline = time.monotonic() + 60
-        while not _children(served.process.pid):  # the worker is starting: a check in flight
+        while not (workers := _children(served.process.pid)):  # the worker is starting
             assert time.monotonic() < deadline, "no worker was started"
             time.sleep(0.01)
+        # Freeze the worker so the check stays in flight however fast it would be judged
+        # (an empty store answers in well under a second); the drain must kill it anyway.
+        for worker in workers:
+            os.kill(worker, signal.SIGSTOP)
         started = time.monotonic()
         assert served.terminate() == 0
         asking.join(60)
