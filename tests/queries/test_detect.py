@@ -20,7 +20,7 @@ from errscope.queries.detect.stats import (
     rate_ratio_ci,
 )
 from errscope.queries.findings import Finding, FindingKind, Verdict
-from tests.queries.traffic import DEPLOY_TS, Scenario, StoreSource
+from tests.queries.traffic import DEPLOY_TS, Scenario, StoreSource, simulated_counts
 
 SERVICE, NEW = "billing-agent", "2.0"
 
@@ -132,23 +132,7 @@ def _null_deploy(
     rate = 0.02 * rng.gamma(5.0, 0.2, size=(tools, minutes))
     rate[:, before:] *= ratio
     units = rng.binomial(calls.astype(int), np.clip(rate, 0, 1)).astype(float)
-    by_version = np.zeros((2, tools, minutes))
-    by_version[0, :, :before] = calls[:, :before]
-    by_version[1, :, before:] = calls[:, before:]
-    u = np.zeros((2, tools, 1, minutes))
-    u[0, :, 0, :before] = units[:, :before]
-    u[1, :, 0, before:] = units[:, before:]
-    return detect.DeployCounts(
-        deploy=detect.DeployInfo("s", "2", None, DEPLOY_TS, "1"),
-        tools=tuple(f"t{i}" for i in range(tools)),
-        codes=("invalid_args",),
-        start_min=-before,
-        calls=by_version,
-        units=u,
-        errors=u.copy(),
-        field_keys=(),
-        field_units=np.zeros((2, 0, minutes)),
-    )
+    return simulated_counts(calls, units, before)
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from errscope.collector.store.duckdb import DuckDBStore
 from errscope.queries import detect
 from errscope.queries.detect.deploys import confidence
 from errscope.queries.findings import Verdict, check_dict
-from tests.queries.traffic import DEPLOY_TS, StoreSource
+from tests.queries.traffic import DEPLOY_TS, StoreSource, simulated_counts
 
 SERVICE, OLD, NEW = "billing-agent", "1.0", "2.0"
 #: minutes of the previous version before the deploy, and of the new one after it
@@ -225,23 +225,7 @@ def _long_null(rng: np.random.Generator, *, calls_per_min: float) -> detect.Depl
         wander[:, h] = 0.8 * wander[:, h - 1] + rng.normal(0, 0.15, tools)
     rate = 0.02 * np.exp(np.repeat(wander, 60, axis=1)) * rng.gamma(8.0, 1 / 8.0, minutes)
     units = rng.binomial(calls.astype(int), np.clip(rate, 0, 1)).astype(float)
-    by_version = np.zeros((2, tools, minutes))
-    by_version[0, :, :before] = calls[:, :before]
-    by_version[1, :, before:] = calls[:, before:]
-    u = np.zeros((2, tools, 1, minutes))
-    u[0, :, 0, :before] = units[:, :before]
-    u[1, :, 0, before:] = units[:, before:]
-    return detect.DeployCounts(
-        deploy=detect.DeployInfo("s", "2", None, DEPLOY_TS, "1"),
-        tools=tuple(f"t{i}" for i in range(tools)),
-        codes=("invalid_args",),
-        start_min=-before,
-        calls=by_version,
-        units=u,
-        errors=u.copy(),
-        field_keys=(),
-        field_units=np.zeros((2, 0, minutes)),
-    )
+    return simulated_counts(calls, units, before)
 
 
 @pytest.mark.parametrize(

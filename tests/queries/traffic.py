@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from errscope.collector.record import Deploy, ToolCall
 from errscope.collector.store.duckdb import DuckDBStore
+from errscope.queries.detect import DeployCounts, DeployInfo
 from errscope.queries.runner import run_query
 
 #: The deploy time every scenario is built around.
@@ -143,3 +144,26 @@ class Scenario:
                 Deploy("billing-agent", "2.0", DEPLOY_TS, "prod"),
             ]
         )
+
+
+def simulated_counts(calls: np.ndarray, units: np.ndarray, before: int) -> DeployCounts:
+    """Per-tool minute counts (tools x minutes) as `DeployCounts`: the old version serves
+    the first `before` minutes, the new one the rest; invalid_args only, one unit per error."""
+    tools, minutes = calls.shape
+    by_version = np.zeros((2, tools, minutes))
+    by_version[0, :, :before] = calls[:, :before]
+    by_version[1, :, before:] = calls[:, before:]
+    u = np.zeros((2, tools, 1, minutes))
+    u[0, :, 0, :before] = units[:, :before]
+    u[1, :, 0, before:] = units[:, before:]
+    return DeployCounts(
+        deploy=DeployInfo("s", "2", None, DEPLOY_TS, "1"),
+        tools=tuple(f"t{i}" for i in range(tools)),
+        codes=("invalid_args",),
+        start_min=-before,
+        calls=by_version,
+        units=u,
+        errors=u.copy(),
+        field_keys=(),
+        field_units=np.zeros((2, 0, minutes)),
+    )
