@@ -81,6 +81,8 @@ TTL_S: Final = 30
 MAX_DEPLOYS: Final = 5
 #: How far back detection looks for deploys to judge (`DetectConfig.horizon_s`).
 HORIZON_S: Final = detect.DEFAULT_CONFIG.horizon_s
+#: What the pages judge deploys by: `findings`' default, the first hour without long looks.
+CONFIG: Final = detect.first_hour(detect.DEFAULT_CONFIG)
 #: Reads in flight at once when a page needs several independent ones.
 _WORKERS: Final = 4
 T = TypeVar("T")
@@ -311,7 +313,8 @@ def recent_deploys(
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def deploy_report(spec: SourceSpec, deploy: DeployInfo) -> DeployReport:
-    """The detection module's verdict on one deploy (cached per deploy)."""
+    """The detection module's verdict on one deploy (cached per deploy), as `findings`
+    judges it: on its first hour (`detect.first_hour`; the long looks are `check`'s)."""
     return detect.detect_deploy(
         spec.open(),
         deploy.service,
@@ -319,6 +322,7 @@ def deploy_report(spec: SourceSpec, deploy: DeployInfo) -> DeployReport:
         deploy.environment,
         as_of=spec.as_of,
         deploy=deploy,
+        config=CONFIG,
     )
 
 
@@ -369,7 +373,7 @@ def deploy_detail(spec: SourceSpec, deploy: DeployInfo, tool: str) -> DeployDeta
     now = spec.now()
     source = spec.open()
     # detection's own window and query: the chart shows the minutes the verdict judged
-    window = detect.deploy_window(deploy, now)
+    window = detect.deploy_window(deploy, now, CONFIG)
     counts = to_frame(detect.deploy_minute_counts(source, deploy, window, known_by=now))
     first = to_frame(
         source.run(

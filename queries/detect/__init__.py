@@ -25,7 +25,6 @@ pass.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from errscope.queries.detect.config import (
@@ -33,6 +32,7 @@ from errscope.queries.detect.config import (
     DetectConfig,
     Source,
     evaluation_time,
+    first_hour,
     with_codes,
 )
 from errscope.queries.detect.deploy_evaluation import (
@@ -72,6 +72,7 @@ __all__ = [
     "evaluate_deploy",
     "evaluate_spike_series",
     "find_deploy",
+    "first_hour",
     "with_codes",
 ]
 
@@ -96,7 +97,7 @@ def detect_all(
     """
     now = evaluation_time(as_of)
     if not long_looks:
-        config = replace(config, long_looks_s=(), long_look_weights=())
+        config = first_hour(config)
     horizon_s = max(config.horizon_s, config.long_horizon_s) if long_looks else config.horizon_s
     deploys = source.run(
         "deploy_markers",

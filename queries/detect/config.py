@@ -22,6 +22,7 @@ __all__ = [
     "DetectConfig",
     "Source",
     "evaluation_time",
+    "first_hour",
     "received_by",
     "with_codes",
 ]
@@ -143,3 +144,9 @@ def evaluation_time(as_of: datetime | None) -> datetime:
 def received_by(known_by: datetime | None, now: datetime) -> datetime:
     """Rows received before this count: `known_by` when given, else the evaluation time."""
     return evaluation_time(known_by) if known_by is not None else now
+
+
+def first_hour(config: DetectConfig) -> DetectConfig:
+    """`config` without its long looks: what `findings`, the watch and the dashboard judge
+    by default (each deploy on its first `horizon_s`, as before the long looks)."""
+    return replace(config, long_looks_s=(), long_look_weights=())

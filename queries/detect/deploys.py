@@ -88,9 +88,12 @@ def deploy_window(
         seconds=min(config.long_looks_s)
     )
     baseline_s = max(config.baseline_s, config.long_baseline_s) if long_due else config.baseline_s
+    horizon_s = config.horizon_s
+    if config.long_looks_s:
+        horizon_s = max(horizon_s, config.long_horizon_s)
     return DeployWindow(
         since=deploy.ts - timedelta(seconds=baseline_s),
-        until=min(now, deploy.ts + timedelta(seconds=max(config.horizon_s, config.long_horizon_s))),
+        until=min(now, deploy.ts + timedelta(seconds=horizon_s)),
     )
 
 

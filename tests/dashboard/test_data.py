@@ -193,10 +193,16 @@ def test_the_deploy_chart_draws_the_window_detection_judges(
     as_of = DEPLOY_TS + after_deploy
     spec = source.SourceSpec(db=str(every_minute_db), as_of=as_of)
     (deploy,) = data.recent_deploys(spec, 6 * 3600, None, None)
-    window = detect.deploy_window(deploy, as_of)
+    window = detect.deploy_window(deploy, as_of, data.CONFIG)
     recording = _Recording(FileSource(every_minute_db))
     detect.detect_deploy(
-        recording, deploy.service, deploy.version, deploy.environment, as_of=as_of, deploy=deploy
+        recording,
+        deploy.service,
+        deploy.version,
+        deploy.environment,
+        as_of=as_of,
+        deploy=deploy,
+        config=data.CONFIG,
     )
     (read,) = [params for name, params in recording.calls if name == "deploy_minute_counts"]
     assert (read["since"], read["until"]) == (window.since, window.until)

@@ -529,6 +529,7 @@ def test_the_public_surface_is_small_and_pinned() -> None:
         "evaluate_deploy",
         "evaluate_spike_series",
         "find_deploy",
+        "first_hour",
         "with_codes",
     ]
     assert all(hasattr(detect, name) for name in detect.__all__)
