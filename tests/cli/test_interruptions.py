@@ -196,4 +196,5 @@ def test_a_signal_mid_request_is_an_interruption(
     finally:
         process.kill()
         process.wait()
-    assert (process.returncode, stderr) == (code, line)
+    # the whole line on failure: which exception the command met says which side was late
+    assert (process.returncode, stderr) == (code, line), stderr
