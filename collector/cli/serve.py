@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -43,33 +41,6 @@ __all__ = ["deploy", "serve"]
 
 def _off(value: str) -> str | None:
     return None if value.lower() in ("", "off", "none") else value
-
-
-def _post_interruptibly(request: urllib.request.Request) -> tuple[Any, bytes]:
-    """Send `request` from a helper thread while the main thread waits in short steps.
-
-    The process has other threads (pyarrow's jemalloc and pools), and the kernel may hand
-    SIGINT to one of them: Python then runs its handler only when the main thread next
-    runs bytecode, which a 30-s blocking read never does (a clean-clone test saw Ctrl-C sit
-    out the whole timeout).  Waiting in 0.1-s joins lets KeyboardInterrupt through at once.
-    """
-    done: list[tuple[Any, bytes]] = []
-    failed: list[BaseException] = []
-
-    def send() -> None:
-        try:
-            with urllib.request.urlopen(request, timeout=API_TIMEOUT_S) as response:  # noqa: S310
-                done.append((response, response.read(4096)))
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread as it is
-            failed.append(exc)
-
-    worker = threading.Thread(target=send, name="errscope-deploy", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.1)
-    if failed:
-        raise failed[0]
-    return done[0]
 
 
 @click.command()
@@ -274,7 +245,8 @@ def deploy(
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
     try:
-        response, answer = _post_interruptibly(request)
+        with urllib.request.urlopen(request, timeout=API_TIMEOUT_S) as response:  # noqa: S310
+            answer = response.read(4096)
     except urllib.error.HTTPError as exc:
         raise _refused(exc, shown) from None
     except OSError as exc:
