@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from errscope.collector.store.duckdb import DuckDBStore
-from errscope.queries.source import ApiSource, FileSource, held
+from errscope.queries.source import ApiSource, FileSource, SourceError, held
 
 _TRY_WRITE = """
 import sys
@@ -89,7 +89,8 @@ def test_a_hold_is_released_when_the_pass_fails(tmp_path: Path) -> None:
 
 
 def test_holding_an_api_source_is_a_no_op() -> None:
-    """An API source has nothing to hold: the block runs without reaching the address."""
-    source = ApiSource("http://127.0.0.1:9")
-    with held(source):
-        pass
+    """An API source has nothing to hold: entering the block reaches no address, and a
+    query inside it still goes to the API (nothing listens here, so it is refused)."""
+    source = ApiSource("http://127.0.0.1:9", timeout_s=5)
+    with held(source), pytest.raises(SourceError, match="cannot reach the query API"):
+        source.run("versions_serving", _window())
